@@ -1,0 +1,31 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   - the main job: a real MCP client session against `nsight-agent serve`
+#   make test   - lint, type-check and the test suite (CPU-only machines run everything but `gpu` tests)
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: venv test lint demo gpu-test clean
+
+$(BIN)/nsight-agent: pyproject.toml scripts/setup-venv
+	PY=$(PY) bash scripts/setup-venv $(VENV)
+	touch $@
+
+venv: $(BIN)/nsight-agent
+
+lint: venv
+	$(BIN)/ruff check nsight_agent tests examples bench scripts
+	$(BIN)/ruff format --check nsight_agent tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+demo: venv
+	$(BIN)/python -m nsight_agent.demo
+
+gpu-test: venv
+	bash scripts/gpu-check
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,85 @@
+"""Errors a user (or an agent) can act on: each says what went wrong and what to do next."""
+
+from __future__ import annotations
+
+
+class NsightAgentError(Exception):
+    """Base of every error nsight-agent raises on purpose.
+
+    ``hint`` is the next step for the reader; ``str(err)`` carries both.
+    """
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(f"{message}\nHint: {hint}" if hint else message)
+
+
+class InvalidRequestError(NsightAgentError, ValueError):
+    """An argument or request field is malformed (bad option value, empty configs, ...)."""
+
+
+class NcuNotFoundError(NsightAgentError):
+    """The ``ncu`` executable is not installed or not on PATH."""
+
+
+class CounterPermissionError(NsightAgentError):
+    """ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM)."""
+
+
+class UnknownMetricError(NsightAgentError, ValueError):
+    """A requested metric does not exist for this GPU."""
+
+    def __init__(self, metric: str, suggestions: list[str], message: str = "") -> None:
+        self.metric = metric
+        self.suggestions = suggestions
+        close = f" Close matches: {', '.join(suggestions)}." if suggestions else ""
+        super().__init__(
+            message or f"Unknown metric {metric!r}.{close}",
+            "List valid names with `ncu --query-metrics` (or the query_metrics tool); "
+            "add a rollup suffix such as .sum, .avg or .max where the base name has none.",
+        )
+
+
+class NoKernelsProfiledError(NsightAgentError):
+    """ncu ran the program but profiled no kernel inside the measured ranges."""
+
+
+class ProfiledProcessError(NsightAgentError):
+    """The program under ncu exited with an error."""
+
+    def __init__(self, returncode: int, stderr_tail: str, message: str = "") -> None:
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        super().__init__(
+            message or f"The profiled program failed with exit code {returncode}:\n{stderr_tail}",
+            "Fix the error shown above; run the code once without the profiler to reproduce it.",
+        )
+
+
+class CollectionTimeoutError(NsightAgentError):
+    """The profiled program ran past its wall-clock limit and was killed."""
+
+
+class NcuError(NsightAgentError):
+    """ncu itself reported an error not covered by a more specific class."""
+
+
+class ExtractionError(NsightAgentError):
+    """The report could not be turned into rows (missing, unreadable or inconsistent)."""
+
+
+class MultipleKernelsError(ExtractionError):
+    """An annotation launched several kernels and no way to combine them was given."""
+
+
+class KernelCountMismatchError(ExtractionError):
+    """The number of kernels in one annotation changed between runs."""
+
+
+class HarnessError(NsightAgentError):
+    """The user's kernel source failed before profiling (syntax, setup, compile, shape)."""
+
+
+class CoolingTimeoutError(NsightAgentError):
+    """The GPU did not cool to the requested thermal headroom in time."""
