@@ -1,0 +1,8 @@
+"""nsight-agent: Nsight Compute profiling as a Python API (nsight-python's) and MCP tools."""
+
+from nsight_agent import analyze, errors
+from nsight_agent.annotation import annotate
+from nsight_agent.results import ProfileResults
+
+__all__ = ["ProfileResults", "analyze", "annotate", "errors"]
+__version__ = "0.1.0"

@@ -46,7 +46,7 @@ class _CallState:
 CALL_STATE = _CallState()
 
 
-class annotate:  # noqa: N801 - lower-case like nsight-python's annotate
+class annotate:
     """Context manager and decorator marking a range whose kernels are profiled.
 
     ``ignore_failures=True`` swallows an exception raised inside the range; its

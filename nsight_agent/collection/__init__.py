@@ -1,0 +1,1 @@
+"""Collection: run a Python entry once under ncu and hand back the report."""
