@@ -391,12 +391,12 @@ def plot(
     plot_type: str = "line",
     plot_width: int = 6,
     plot_height: int = 4,
-    row_panels: Sequence[str] | None = None,
-    col_panels: Sequence[str] | None = None,
-    x_keys: Sequence[str] | None = None,
+    row_panels: list[str] | None = None,
+    col_panels: list[str] | None = None,
+    x_keys: list[str] | None = None,
     print_data: bool = False,
-    variant_fields: Sequence[str] | None = None,
-    variant_annotations: Sequence[str] | None = None,
+    variant_fields: list[str] | None = None,
+    variant_annotations: list[str] | None = None,
     plot_callback: Callable[[Any], None] | None = None,
 ) -> Callable[[Callable[..., Any]], PlottedFunction]:
     """Plot the ProfileResults of the ``analyze.kernel`` function below it into ``filename``."""

@@ -1,0 +1,483 @@
+"""Matplotlib rendering of a processed profiling frame: the renderer behind ``analyze.plot``.
+
+The input frame has nsight-python's processed columns (``Annotation``, ``Metric``, one column per
+parameter of the profiled function, ``AvgValue``, ``StdDev``, ..., ``Normalized``, ``Geomean``).
+One metric is drawn: one line (or bar group) per annotation, or per annotation and variant, over
+the parameters not used as panels, in a grid of panels.
+
+The figure is built on a bare ``Figure`` with an Agg canvas rather than through ``pyplot``: nothing
+is registered in pyplot's global figure list (so repeated calls leak nothing and there is nothing
+to close), no display is needed, and the caller's own backend choice is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from nsight_agent.errors import InvalidRequestError
+
+PLOT_TYPES = ("line", "bar")
+AGGREGATES = ("avg", "geomean")
+REQUIRED_COLUMNS = ("Annotation", "Metric", "AvgValue")
+
+# Internal column names of the plotted table; the dunder keeps them clear of parameter names.
+_LINE = "__line"
+_X = "__x"
+
+
+def plot_dataframe(
+    df: pd.DataFrame,
+    param_names: list[str],
+    *,
+    filename: str = "plot.png",
+    metric: str | None = None,
+    title: str = "",
+    ylabel: str | None = None,
+    annotate_points: bool = False,
+    show_aggregate: str | None = None,
+    plot_type: str = "line",
+    plot_width: int = 6,
+    plot_height: int = 4,
+    row_panels: list[str] | None = None,
+    col_panels: list[str] | None = None,
+    x_keys: list[str] | None = None,
+    print_data: bool = False,
+    variant_fields: list[str] | None = None,
+    variant_annotations: list[str] | None = None,
+    plot_callback: Callable[[Any], None] | None = None,
+) -> Any:
+    """Plot one metric of a processed frame, save it to ``filename`` and return the Figure.
+
+    Args:
+        df: processed frame (nsight-python column names).
+        param_names: the profiled function's parameter names, in signature order.
+        filename: where the image goes (PNG unless the extension names another format).
+        metric: the ``Metric`` to plot; may be left out when the frame holds only one.
+        title: main title; the GPU and host are added below it.
+        ylabel: y-axis label; default ``"<metric> (<unit>)"``, or ``"Normalized <metric>"``.
+        annotate_points: write each point's value beside it.
+        show_aggregate: ``None``, ``"avg"`` or ``"geomean"``: an extra x slot after a dashed
+            separator with one bar per line holding that line's aggregate.
+        plot_type: ``"line"`` (with StdDev error bars) or ``"bar"`` (grouped, with error bars).
+        plot_width, plot_height: size of one panel in inches.
+        row_panels, col_panels: parameters whose distinct values become rows / columns of panels.
+        x_keys: parameters on the x axis (default: every parameter not used as panel or variant);
+            several are joined into one tick label.
+        print_data: print the plotted table to stdout.
+        variant_fields: parameters whose distinct values split an annotation into several lines.
+        variant_annotations: split only these annotations (default: all of them).
+        plot_callback: called with the Figure before it is saved.
+
+    Points of one line that land on the same x tick (a parameter left off the x axis, or an
+    annotation not split by ``variant_annotations``) are merged: their mean is plotted and their
+    spread pools the per-point StdDev with the spread of the merged means.
+
+    Raises:
+        InvalidRequestError (a ValueError): a bad option value or a frame that does not fit it.
+    """
+    rows = _field_list("row_panels", row_panels)
+    cols = _field_list("col_panels", col_panels)
+    variants = _field_list("variant_fields", variant_fields)
+    x_chosen = _field_list("x_keys", x_keys)
+    only = _field_list("variant_annotations", variant_annotations) if variant_annotations else None
+    _check_options(filename, show_aggregate, plot_type, plot_width, plot_height)
+    _check_frame(df, param_names)
+    _check_roles(
+        param_names,
+        {"row_panels": rows, "col_panels": cols, "variant_fields": variants, "x_keys": x_chosen},
+    )
+
+    metric = select_metric(df, metric)
+    data = df[df["Metric"] == metric]
+    if only is not None:
+        if not variants:
+            raise InvalidRequestError(
+                "variant_annotations was given without variant_fields.",
+                "Name the parameters to split by in variant_fields.",
+            )
+        known = list(dict.fromkeys(data["Annotation"].astype(str)))
+        unknown = [a for a in only if a not in known]
+        if unknown:
+            raise InvalidRequestError(
+                f"variant_annotations {unknown} are not annotations of this frame.",
+                f"Annotations found: {known}.",
+            )
+
+    used = {*rows, *cols, *variants}
+    x_fields = x_chosen or [p for p in param_names if p not in used]
+    panels = rows + cols
+    normalized_against = _normalized_against(data)
+    table = _plot_table(data, x_fields, panels, variants, only, normalized_against is not None)
+
+    if not ylabel:
+        unit = _first_text(data, "Unit")
+        if normalized_against is not None:
+            ylabel = f"Normalized {metric}"
+        else:
+            ylabel = f"{metric} ({unit})" if unit else metric
+
+    lines = list(dict.fromkeys(table[_LINE]))
+    ticks = list(dict.fromkeys(table[_X]))
+    # Whole-annotation lines over one panel can reuse the frame's Geomean column; a panel or a
+    # variant covers only part of an annotation, so its geomean is recomputed from its points.
+    column_geomeans = {} if panels or variants else _column_geomeans(data)
+
+    row_combos = _combos(table, rows)
+    col_combos = _combos(table, cols)
+    nrows, ncols = len(row_combos), len(col_combos)
+    fig = Figure(figsize=(plot_width * ncols, plot_height * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    # Every panel uses the same global ticks, so a shared x axis lines the columns up.
+    axes = fig.subplots(nrows, ncols, sharex=True, squeeze=False)
+    colors = _colors(lines)
+
+    for r, row_combo in enumerate(row_combos):
+        for c, col_combo in enumerate(col_combos):
+            ax = axes[r, c]
+            combo = row_combo + col_combo
+            panel = table[_match(table, panels, combo)]
+            _draw_panel(
+                ax,
+                panel,
+                lines,
+                ticks,
+                colors,
+                plot_type,
+                show_aggregate,
+                annotate_points,
+                column_geomeans,
+            )
+            if panels:
+                ax.set_title(
+                    ", ".join(f"{f}={v}" for f, v in zip(panels, combo, strict=True)), fontsize=10
+                )
+            if c == 0:
+                ax.set_ylabel(ylabel)
+            if r == nrows - 1 and x_fields:
+                ax.set_xlabel(", ".join(x_fields))
+
+    suptitle = _suptitle(title, data, normalized_against)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=12)
+
+    if print_data:
+        _print_table(table, metric, x_fields)
+    if plot_callback is not None:
+        plot_callback(fig)
+    fig.savefig(filename, dpi=100)
+    return fig
+
+
+def select_metric(df: pd.DataFrame, metric: str | None) -> str:
+    """The metric to plot: ``metric`` if the frame has it, else the frame's only metric."""
+    found = [str(m) for m in dict.fromkeys(df["Metric"])]
+    if metric is None:
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise InvalidRequestError("The frame holds no metric rows.", "Profile something first.")
+        raise InvalidRequestError(
+            f"The frame holds {len(found)} metrics and no metric was chosen to plot. "
+            f"The metrics found are: {found}",
+            "Pass metric=<one of them>.",
+        )
+    if metric not in found:
+        raise InvalidRequestError(
+            f"Metric {metric!r} is not in the frame. The metrics found are: {found}",
+            "Pass one of the metrics found (names are exact, with the rollup suffix).",
+        )
+    return metric
+
+
+# --- validation ---------------------------------------------------------------------------
+
+
+def _field_list(option: str, value: Sequence[str] | None) -> list[str]:
+    # A bare string would otherwise be iterated as its characters.
+    if isinstance(value, str):
+        raise InvalidRequestError(
+            f"{option} must be a list of names, not the string {value!r}.",
+            f"Write {option}=[{value!r}].",
+        )
+    names = list(value or [])
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise InvalidRequestError(f"{option} must hold strings; got {bad!r}.")
+    return names
+
+
+def _check_options(
+    filename: str, show_aggregate: str | None, plot_type: str, width: int, height: int
+) -> None:
+    # Re-checked at runtime: callers (MCP tools, notebooks) do not go through a type checker.
+    if plot_type not in PLOT_TYPES:
+        raise InvalidRequestError(
+            f"plot_type must be one of {list(PLOT_TYPES)}; got {plot_type!r}.",
+            "Use 'line' or 'bar'.",
+        )
+    if show_aggregate is not None and show_aggregate not in AGGREGATES:
+        raise InvalidRequestError(
+            f"show_aggregate must be None, 'avg' or 'geomean'; got {show_aggregate!r}."
+        )
+    for name, size in (("plot_width", width), ("plot_height", height)):
+        if isinstance(size, bool) or not isinstance(size, (int, float)) or not size > 0:
+            raise InvalidRequestError(f"{name} must be a positive number of inches; got {size!r}.")
+    if not isinstance(filename, str) or not filename:
+        raise InvalidRequestError(f"filename must be a non-empty path; got {filename!r}.")
+
+
+def _check_frame(df: pd.DataFrame, param_names: list[str]) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise InvalidRequestError(f"Expected a pandas DataFrame; got {type(df).__name__}.")
+    missing = [c for c in (*REQUIRED_COLUMNS, *param_names) if c not in df.columns]
+    if missing:
+        raise InvalidRequestError(
+            f"The frame lacks columns {missing}.",
+            f"Columns present: {list(df.columns)}; param_names must name parameter columns.",
+        )
+
+
+def _check_roles(param_names: list[str], roles: dict[str, list[str]]) -> None:
+    """Each named field must be a parameter and play at most one role."""
+    seen: dict[str, str] = {}
+    for option, names in roles.items():
+        for name in names:
+            if name not in param_names:
+                raise InvalidRequestError(
+                    f"{option}: {name!r} is not a parameter of the profiled function.",
+                    f"Parameters: {param_names}.",
+                )
+            if name in seen:
+                raise InvalidRequestError(
+                    f"{name!r} appears in both {seen[name]} and {option}; "
+                    "a parameter can be a panel, a variant or an x key, only one of them."
+                )
+            seen[name] = option
+
+
+# --- data preparation ---------------------------------------------------------------------
+
+
+def _plot_table(
+    data: pd.DataFrame,
+    x_fields: list[str],
+    panels: list[str],
+    variants: list[str],
+    only: list[str] | None,
+    normalized: bool,
+) -> pd.DataFrame:
+    """One row per (line, panel, x tick): AvgValue, pooled StdDev, NumRuns, Points."""
+    frame = pd.DataFrame(index=data.index)
+    frame[_LINE] = [
+        _line_label(ann, row, variants, only)
+        for ann, row in zip(
+            data["Annotation"].astype(str), data[variants].itertuples(index=False), strict=True
+        )
+    ]
+    for field in panels:
+        frame[field] = data[field]
+    frame[_X] = data[x_fields].astype(str).agg(", ".join, axis=1) if x_fields else ""
+    frame["AvgValue"] = pd.to_numeric(data["AvgValue"], errors="coerce")
+    if normalized and "RelativeStdDevPct" in data.columns:
+        # Normalisation divides AvgValue but may leave StdDev in raw units; the relative spread
+        # is unit-free, so it scales onto the normalised value either way.
+        spread = pd.to_numeric(data["RelativeStdDevPct"], errors="coerce") / 100 * data["AvgValue"]
+    else:
+        spread = data["StdDev"] if "StdDev" in data.columns else 0.0
+    frame["_sq"] = pd.to_numeric(spread, errors="coerce").fillna(0.0) ** 2
+    frame["NumRuns"] = data["NumRuns"] if "NumRuns" in data.columns else 1
+
+    grouped = frame.groupby([_LINE, *panels, _X], sort=False, dropna=False)
+    table = grouped.agg(
+        AvgValue=("AvgValue", "mean"),
+        _sq=("_sq", "mean"),
+        _between=("AvgValue", lambda v: v.var(ddof=0)),
+        NumRuns=("NumRuns", "sum"),
+        Points=("AvgValue", "size"),
+    ).reset_index()
+    # Pooled spread of the merged points: within-point variance plus variance of their means.
+    table["StdDev"] = np.sqrt(table["_sq"] + table["_between"].fillna(0.0))
+    # Order rows by line, then panel, then x tick, each in order of first appearance.
+    ranks = pd.DataFrame({k: pd.factorize(table[k])[0] for k in [_LINE, *panels, _X]})
+    order = ranks.sort_values(list(ranks.columns), kind="stable").index
+    return table.drop(columns=["_sq", "_between"]).loc[order].reset_index(drop=True)
+
+
+def _line_label(annotation: str, values: tuple[Any, ...], variants: list[str], only: Any) -> str:
+    if not variants or (only is not None and annotation not in only):
+        return annotation
+    return f"{annotation} ({', '.join(f'{f}={v}' for f, v in zip(variants, values, strict=True))})"
+
+
+def _combos(table: pd.DataFrame, fields: list[str]) -> list[tuple[Any, ...]]:
+    """Distinct value tuples of ``fields`` in order of appearance; one empty tuple if none."""
+    if not fields:
+        return [()]
+    return list(table[fields].drop_duplicates().itertuples(index=False, name=None))
+
+
+def _match(table: pd.DataFrame, fields: list[str], values: tuple[Any, ...]) -> Any:
+    mask = pd.Series(True, index=table.index)
+    for field, value in zip(fields, values, strict=True):
+        mask &= table[field] == value
+    return mask
+
+
+def _normalized_against(data: pd.DataFrame) -> str | None:
+    """The annotation the values were normalised against, or None (``Normalized`` is False)."""
+    if "Normalized" not in data.columns:
+        return None
+    for value in dict.fromkeys(data["Normalized"]):
+        # False may arrive as a bool, a numpy bool or, after a CSV round trip, the text "False".
+        if isinstance(value, str) and value.strip() and value.strip().lower() != "false":
+            return value
+    return None
+
+
+def _first_text(data: pd.DataFrame, column: str) -> str:
+    if column not in data.columns:
+        return ""
+    for value in data[column]:
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+def _column_geomeans(data: pd.DataFrame) -> dict[str, float]:
+    if "Geomean" not in data.columns:
+        return {}
+    values = pd.to_numeric(data["Geomean"], errors="coerce")
+    firsts = values.groupby(data["Annotation"].astype(str), sort=False).first()
+    return {str(k): float(v) for k, v in firsts.items() if math.isfinite(v)}
+
+
+def _geomean(values: np.ndarray[Any, Any]) -> float:
+    positive = values[np.isfinite(values) & (values > 0)]
+    return float(np.exp(np.log(positive).mean())) if positive.size else math.nan
+
+
+# --- drawing ------------------------------------------------------------------------------
+
+
+def _colors(lines: list[str]) -> dict[str, Any]:
+    # Fixed per label so an annotation has the same colour in every panel.
+    cmap = colormaps["tab10" if len(lines) <= 10 else "tab20"]
+    return {label: cmap(i % cmap.N) for i, label in enumerate(lines)}
+
+
+def _format_value(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _draw_panel(
+    ax: Any,
+    panel: pd.DataFrame,
+    lines: list[str],
+    ticks: list[str],
+    colors: dict[str, Any],
+    plot_type: str,
+    show_aggregate: str | None,
+    annotate_points: bool,
+    column_geomeans: dict[str, float],
+) -> None:
+    position = {tick: i for i, tick in enumerate(ticks)}
+    width = 0.8 / len(lines)
+    aggregate_x = len(ticks)  # the aggregate slot sits right of the last tick
+    for i, label in enumerate(lines):
+        points = panel[panel[_LINE] == label]
+        if points.empty:
+            continue
+        points = points.assign(_pos=points[_X].map(position)).sort_values("_pos")
+        x = points["_pos"].to_numpy(dtype=float)
+        y = points["AvgValue"].to_numpy(dtype=float)
+        err = points["StdDev"].to_numpy(dtype=float)
+        yerr = err if np.nan_to_num(err).any() else None
+        color = colors[label]
+        offset = (i - (len(lines) - 1) / 2) * width
+        if plot_type == "bar":
+            x = x + offset
+            ax.bar(x, y, width, yerr=yerr, color=color, label=label, capsize=2)
+        else:
+            ax.errorbar(x, y, yerr=yerr, marker="o", color=color, label=label, capsize=3)
+        if annotate_points:
+            for xi, yi in zip(x, y, strict=True):
+                if math.isfinite(yi):
+                    ax.annotate(
+                        _format_value(yi),
+                        (xi, yi),
+                        textcoords="offset points",
+                        xytext=(0, 5),
+                        ha="center",
+                        fontsize=7,
+                        color=color,
+                    )
+        if show_aggregate is not None:
+            if show_aggregate == "avg":
+                value = float(np.nanmean(y)) if np.isfinite(y).any() else math.nan
+            else:
+                value = column_geomeans.get(label, math.nan)
+                if not math.isfinite(value):
+                    value = _geomean(y)
+            if math.isfinite(value):
+                ax.bar(aggregate_x + offset, value, width, color=color)
+                ax.annotate(
+                    _format_value(value),
+                    (aggregate_x + offset, value),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    fontsize=8,
+                    fontweight="bold",
+                    color=color,
+                )
+
+    labels = list(ticks)
+    if show_aggregate is not None:
+        ax.axvline(aggregate_x - 0.5, color="black", linestyle="--", linewidth=1)
+        labels.append("Avg" if show_aggregate == "avg" else "Geomean")
+    crowded = len(labels) > 6 or max(len(t) for t in labels) > 8
+    ax.set_xticks(
+        range(len(labels)),
+        labels,
+        rotation=45 if crowded else 0,
+        ha="right" if crowded else "center",
+        fontsize=9,
+    )
+    values = panel["AvgValue"].to_numpy(dtype=float)
+    if np.isfinite(values).any() and np.nanmin(values) >= 0:
+        ax.set_ylim(bottom=0)  # metrics are counts, times and ratios: anchor them at zero
+    ax.grid(True, linestyle="--", alpha=0.5)
+    ax.set_axisbelow(True)
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend(fontsize=8)
+
+
+def _suptitle(title: str, data: pd.DataFrame, normalized_against: str | None) -> str:
+    hardware = [
+        str(v)
+        for column in ("GPU", "Host")
+        if column in data.columns
+        for v in dict.fromkeys(data[column].dropna())
+    ]
+    details = ", ".join(hardware)
+    if normalized_against is not None:
+        details = (
+            f"{details}; relative to {normalized_against}"
+            if details
+            else (f"relative to {normalized_against}")
+        )
+    return "\n".join(part for part in (title, details) if part)
+
+
+def _print_table(table: pd.DataFrame, metric: str, x_fields: list[str]) -> None:
+    shown = table.rename(columns={_LINE: "Line", _X: ", ".join(x_fields) or "x"})
+    print(f"Plotted data for {metric}:")
+    print(shown.to_string(index=False))
