@@ -61,6 +61,7 @@ class KernelSettings:
             raise InvalidRequestError("combine_kernel_metrics must be a function of two values")
         if self.derive_metric is not None and not callable(self.derive_metric):
             raise InvalidRequestError("derive_metric must be callable")
+        self.ncu_options()  # checks replay/cache/clock options at decoration time
 
     def ncu_options(self) -> ncu.NcuOptions:
         return ncu.NcuOptions(
@@ -241,6 +242,23 @@ def profile(
             for key in ("ncu_log", "program_output"):
                 if artifacts[key].exists():
                     print(artifacts[key].read_text(errors="replace"))
+    if s.output_csv:
+        artifacts["raw_csv"] = path("profiled_data", "csv")
+        artifacts["processed_csv"] = path("processed_data", "csv")
+    results = results_from_report(artifacts, configs, names, s)
+    results.seconds = time.monotonic() - start
+    if say:
+        say(f"done in {results.seconds:.1f} s; report {artifacts['report']}")
+    return results
+
+
+def results_from_report(
+    artifacts: dict[str, Path],
+    configs: list[tuple[Any, ...]],
+    names: list[str],
+    s: KernelSettings,
+) -> ProfileResults:
+    """Report + manifest -> ProfileResults (and the CSV files when their paths are given)."""
     calls = read_manifest(artifacts["manifest"])
     records = extraction.read_actions(artifacts["report"], s.metrics)
     grouped = extraction.group_kernels(
@@ -248,15 +266,11 @@ def profile(
     )
     raw = extraction.raw_frame(grouped, s.metrics, configs, names, s.derive_metric)
     processed = aggregation.aggregate(raw, names, s.normalize_against)
-    if s.output_csv:
-        artifacts["raw_csv"] = path("profiled_data", "csv")
-        artifacts["processed_csv"] = path("processed_data", "csv")
+    if "raw_csv" in artifacts:
         raw.to_csv(artifacts["raw_csv"], index=False)
+    if "processed_csv" in artifacts:
         processed.to_csv(artifacts["processed_csv"], index=False)
-    seconds = time.monotonic() - start
-    if say:
-        say(f"done in {seconds:.1f} s; report {artifacts['report']}")
-    return ProfileResults(processed, raw, names, list(s.metrics), artifacts, seconds)
+    return ProfileResults(processed, raw, names, list(s.metrics), artifacts)
 
 
 def read_manifest(path: Path) -> list[extraction.Call]:

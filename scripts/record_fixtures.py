@@ -152,6 +152,13 @@ def main() -> int:
     for name, func, options in SCENARIOS:
         start = time.monotonic()
         profiled = analyze.kernel(output_prefix=prefix(name), verbosity="quiet", **options)(func)
+        (OUT / name).mkdir(parents=True, exist_ok=True)
+        described = {
+            k: v for k, v in options.items() if k in ("configs", "runs", "metrics", "replay_mode")
+        }
+        (OUT / name / "fixture.json").write_text(
+            json.dumps({"function": func.__name__, **described})
+        )
         try:
             results = profiled()
             frame = results.to_dataframe()
