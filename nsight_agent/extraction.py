@@ -209,12 +209,18 @@ def group_kernels(
     out: dict[str, list[tuple[Call, ActionRecord | None]]] = {}
     for name in order:
         runs = [c for c in calls if name in c.annotations]
-        counts = {c.call: len(by_key.get((c.call, name), [])) for c in runs if name not in c.failed}
-        if len(set(counts.values())) > 1:
-            detail = ", ".join(f"call {k}: {v}" for k, v in counts.items())
+        # Runs of one config must launch the same kernels; configs may differ (a library can
+        # pick another algorithm, e.g. split-K with a reduction kernel, for another size).
+        per_config: dict[int, set[int]] = {}
+        for c in runs:
+            if name not in c.failed:
+                per_config.setdefault(c.config, set()).add(len(by_key.get((c.call, name), [])))
+        uneven = {cfg: sorted(n) for cfg, n in per_config.items() if len(n) > 1}
+        if uneven:
+            detail = "; ".join(f"config #{cfg}: {n}" for cfg, n in uneven.items())
             raise KernelCountMismatchError(
                 f"Annotation {name!r} launched a different number of kernels in different runs "
-                f"({detail}).",
+                f"of the same config (kernel counts seen: {detail}).",
                 "Make each run launch the same kernels (warm up autotuners and caches before the "
                 "annotated range), add helper kernels to ignore_kernel_list, or use "
                 "replay_mode='range' to measure the range as one unit.",

@@ -276,11 +276,16 @@ def _plot_table(
 ) -> pd.DataFrame:
     """One row per (line, panel, x tick): AvgValue, pooled StdDev, NumRuns, Points."""
     frame = pd.DataFrame(index=data.index)
+    # Row tuples are built by position: a frame with no variant columns yields no rows
+    # from itertuples, so an empty tuple stands in for each row then.
+    rows = (
+        list(data[variants].itertuples(index=False, name=None))
+        if variants
+        else [()] * len(data)
+    )
     frame[_LINE] = [
         _line_label(ann, row, variants, only)
-        for ann, row in zip(
-            data["Annotation"].astype(str), data[variants].itertuples(index=False), strict=True
-        )
+        for ann, row in zip(data["Annotation"].astype(str), rows, strict=True)
     ]
     for field in panels:
         frame[field] = data[field]
