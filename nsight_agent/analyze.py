@@ -117,7 +117,8 @@ class ProfiledFunction:
         self.func = func
         self.settings = settings
         self.calls = 0
-        functools.update_wrapper(self, func)
+        # updated=(): copying the wrapped object's __dict__ would overwrite our own fields.
+        functools.update_wrapper(self, func, updated=())
 
     def __call__(self, *args: Any, configs: Iterable[Any] | None = None, **kwargs: Any) -> Any:
         if in_child():
@@ -380,7 +381,7 @@ class PlottedFunction:
     def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
         self.func = func
         self.options = options
-        functools.update_wrapper(self, func)
+        functools.update_wrapper(self, func, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         results = self.func(*args, **kwargs)

@@ -119,6 +119,13 @@ def test_literal_options_are_rechecked_at_runtime(bad: dict[str, object]) -> Non
         analyze.kernel(**bad)(f1)  # type: ignore[call-overload]
 
 
+def test_plot_over_kernel_keeps_the_chain_to_the_users_function() -> None:
+    profiled = analyze.kernel(configs=[1])(f1)
+    plotted = analyze.plot("x.png")(profiled)
+    assert plotted.func is profiled and profiled.func is f1
+    assert plotted.__name__ == "f1" and plotted.__doc__ == f1.__doc__
+
+
 def test_plot_must_wrap_a_profiled_function() -> None:
     plotted = analyze.plot("x.png")(lambda: 42)
     with pytest.raises(InvalidRequestError, match=r"above @analyze\.kernel"):
