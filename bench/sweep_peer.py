@@ -1,0 +1,23 @@
+"""nsight-python 0.9.6 side of bench/compare_sweep.py: the same sweep, the same CSV."""
+
+from __future__ import annotations
+
+import sys
+
+import nsight
+
+from bench.sweep_kernels import RUNS, SIZES, matmul_inputs
+
+
+@nsight.analyze.kernel(
+    configs=SIZES, runs=RUNS, clock_control="none", cache_control="all",
+    combine_kernel_metrics=lambda a, b: a + b, output="quiet",
+)  # fmt: skip
+def sweep(n: int) -> None:
+    a, b = matmul_inputs(n)
+    with nsight.annotate("matmul"):
+        a @ b
+
+
+if __name__ == "__main__":
+    sweep().to_dataframe().to_csv(sys.argv[1], index=False)
