@@ -264,3 +264,33 @@ def test_child_explains_a_function_defined_after_the_unguarded_call(tmp_path: Pa
     rc, d = run_child(tmp_path, script, "later")
     assert rc == 3
     assert "if __name__" in (d / "e.txt").read_text()
+
+
+def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    parent = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from nsight_agent.collection import ncu
+        d = Path({str(tmp_path)!r})
+        script = "import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)"
+        ncu.run([sys.executable, "-c", script], report_path=d / "r.ncu-rep",
+                log_path=d / "l.log", output_path=d / "o.log", timeout=60, poll_interval=0.1)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent], env=ncu.child_env())
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    proc.terminate()
+    proc.wait(timeout=30)
+    child = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail("the profiled process survived SIGTERM to its parent")

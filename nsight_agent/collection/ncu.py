@@ -13,8 +13,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -155,7 +156,7 @@ def run(
     a cancellation, stops the run the same way a timeout does and propagates.
     """
     start = time.monotonic()
-    with open(output_path, "wb") as out:
+    with open(output_path, "wb") as out, _sigterm_raises():
         proc = subprocess.Popen(
             argv,
             stdout=out,
@@ -184,6 +185,28 @@ def run(
             _kill_group(proc)
             raise
     return NcuRun(argv, rc, report_path, log_path, output_path, time.monotonic() - start)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while ncu ran: unwind so its process group is killed first."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """ncu runs in its own session, so a SIGTERM to us would not reach it: turn the signal
+    into an exception (main thread only; signals go nowhere else) and kill the group."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
