@@ -1,0 +1,139 @@
+"""pipeline.profile under ncu on a GPU: only the user's kernels are measured (never set-up or
+warm-up kernels), CUDA builds are cached, and a wrong variant is flagged, not ranked.
+
+Skipped (conftest) without a CUDA GPU and ncu; run with `pytest -m gpu`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsight_agent import pipeline
+from nsight_agent.requests import ProfileRequest, Variant
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "contract"
+# Kernels that set-up (torch.randn, empty_like, copies) would launch: never inside a range.
+SETUP_KERNEL_WORDS = ("normal", "distribution", "philox", "fill", "copy")
+
+
+def request(example: str, language: str, variants: list[Variant], **kwargs: Any) -> ProfileRequest:
+    fields: dict[str, Any] = {
+        "source": (EXAMPLES / example).read_text(),
+        "language": language,
+        "configs": {"n": [1 << 20]},
+        "variants": variants,
+        "runs": 3,
+        "warmup": 2,
+    }
+    fields.update(kwargs)
+    return ProfileRequest.model_validate(fields)
+
+
+def assert_only_user_kernels(result: pipeline.RunResult) -> None:
+    for variant, names in result.kernels.items():
+        assert names, f"no kernel profiled for {variant}"
+        for name in names:
+            assert not any(w in name.lower() for w in SETUP_KERNEL_WORDS), (variant, name)
+    assert set(result.processed["Annotation"]) == set(result.kernels)
+    assert result.processed["OutputOK"].all()
+    assert all(c.ok for c in result.checks)
+
+
+def test_triton_kernel(tmp_path: Path) -> None:
+    req = request(
+        "triton_vector_add.py",
+        "triton",
+        [Variant(name="torch", entry="reference"), Variant(name="triton", entry="run")],
+    )
+    result = pipeline.profile(req, runs_root=tmp_path)
+    assert result.kernels["triton"] == ["add_kernel"]
+    assert_only_user_kernels(result)
+    assert (result.processed["NumRuns"] == 3).all()
+    assert result.artifacts["report"].is_file()
+    again = pipeline.load_run(result.run_id, runs_root=tmp_path)
+    assert again.kernels == result.kernels and again.checks == result.checks
+
+
+def test_torch_function(tmp_path: Path) -> None:
+    req = request(
+        "torch_softmax.py",
+        "torch",
+        [Variant(name="torch"), Variant(name="manual", entry="manual_softmax")],
+        configs={"rows": [1024], "cols": [1024]},
+    )
+    result = pipeline.profile(req, runs_root=tmp_path)
+    assert any("softmax" in k.lower() for k in result.kernels["torch"])
+    assert len(result.kernels["manual"]) >= 3  # max, exp, sum, divide: summed per run
+    assert_only_user_kernels(result)
+    assert result.preflight is not None and result.preflight.kernels_per_call is not None
+
+
+def test_torch_compile_function(tmp_path: Path) -> None:
+    req = request(
+        "torch_compile_gelu.py",
+        "torch_compile",
+        [Variant(name="ref", entry="reference"), Variant(name="compiled", entry="run")],
+    )
+    result = pipeline.profile(req, runs_root=tmp_path)
+    assert all(k.startswith("triton_") for k in result.kernels["compiled"]), result.kernels
+    assert_only_user_kernels(result)
+
+
+def test_cuda_kernel_is_built_once_and_cached(tmp_path: Path) -> None:
+    req = request(
+        "cuda_vector_add.py",
+        "cuda",
+        [Variant(name="torch", entry="reference"), Variant(name="cuda", entry="run")],
+    )
+    first = pipeline.profile(req, runs_root=tmp_path)
+    second = pipeline.profile(req, runs_root=tmp_path)
+    assert first.kernels["cuda"] == second.kernels["cuda"]
+    assert all("add_kernel" in k for k in first.kernels["cuda"])
+    assert_only_user_kernels(first)
+    assert first.cuda_build is not None and second.cuda_build is not None
+    assert (first.cuda_build["cache_hit"], second.cuda_build["cache_hit"]) == (False, True)
+    assert first.cuda_build["seconds"] > second.cuda_build["seconds"] >= 0
+    assert first.cuda_build["mode"] == "load_inline"
+    # The profiled process reuses the pre-flight's build as well.
+    assert first.extra["profile_cuda_build"]["cache_hit"] is True
+
+
+WRONG_TRITON = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def sub_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x - y, mask=mask)
+
+
+def wrong(x, y, out, block_size):
+    sub_kernel[(triton.cdiv(x.numel(), block_size),)](x, y, out, x.numel(), BLOCK_SIZE=block_size)
+    return out
+"""
+
+
+def test_wrong_variant_is_profiled_but_flagged(tmp_path: Path) -> None:
+    req = request(
+        "triton_vector_add.py",
+        "triton",
+        [
+            Variant(name="torch", entry="reference"),
+            Variant(name="bad", entry="wrong", source=WRONG_TRITON),
+        ],
+    )
+    result = pipeline.profile(req, runs_root=tmp_path)
+    assert result.ok("torch", 0) and not result.ok("bad", 0)
+    rows = result.processed.set_index("Annotation")["OutputOK"]
+    assert bool(rows["torch"]) and not bool(rows["bad"])
+    assert any("'bad' is WRONG" in w for w in result.warnings)
