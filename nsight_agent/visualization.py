@@ -278,11 +278,7 @@ def _plot_table(
     frame = pd.DataFrame(index=data.index)
     # Row tuples are built by position: a frame with no variant columns yields no rows
     # from itertuples, so an empty tuple stands in for each row then.
-    rows = (
-        list(data[variants].itertuples(index=False, name=None))
-        if variants
-        else [()] * len(data)
-    )
+    rows = list(data[variants].itertuples(index=False, name=None)) if variants else [()] * len(data)
     frame[_LINE] = [
         _line_label(ann, row, variants, only)
         for ann, row in zip(data["Annotation"].astype(str), rows, strict=True)

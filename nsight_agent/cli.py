@@ -1,0 +1,268 @@
+"""``nsight-agent``: the same engine for people: profile, report, doctor, serve, demo."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nsight_agent import __version__
+from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
+
+
+def _value(text: str) -> Any:
+    """A config value: JSON when it parses (numbers, lists, true), else the plain string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_config(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["M=1024", "dtype=float16"]`` -> ``{"M": 1024, "dtype": "float16"}``."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        for item in pair.split(","):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip() or key.strip().startswith("-"):
+                raise InvalidRequestError(
+                    f"--config expects key=value pairs; got {item!r}.",
+                    "Example: --config M=1024 N=512 --config M=2048 N=512",
+                )
+            out[key.strip()] = _value(value.strip())
+    return out
+
+
+def parse_configs(
+    configs: Sequence[Sequence[str]] | None, grid: str | None
+) -> list[dict[str, Any]]:
+    """The configs of ``--config`` (one per occurrence) and ``--grid`` (JSON: dict of lists or list)."""
+    out = [parse_config(c) for c in configs or []]
+    if grid:
+        try:
+            data = json.loads(grid)
+        except json.JSONDecodeError as err:
+            raise InvalidRequestError(
+                f"--grid is not valid JSON: {err}",
+                'Example: --grid \'{"M": [1024, 2048], "BLOCK": [64, 128]}\'',
+            ) from err
+        if isinstance(data, dict):
+            keys = list(data)
+            values = [v if isinstance(v, list) else [v] for v in data.values()]
+            out += [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+        elif isinstance(data, list) and all(isinstance(d, dict) for d in data):
+            out += data
+        else:
+            raise InvalidRequestError("--grid must be a JSON object of lists or a list of objects.")
+    return out or [{}]
+
+
+def _metrics(values: Sequence[str] | None) -> list[str]:
+    return [m.strip() for v in values or [] for m in v.split(",") if m.strip()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from nsight_agent import metrics_catalog, pipeline, summarize
+    from nsight_agent.collection.ncu import find_ncu
+    from nsight_agent.requests import ProfileRequest
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise InvalidRequestError(f"No source file at {path}.")
+    metrics = _metrics(args.metrics)
+    sections: list[str] = []
+    replay: dict[str, Any] = {}
+    if args.skill:
+        bundle = metrics_catalog.get_skill(args.skill)
+        metrics = list(dict.fromkeys([*bundle.metrics, *metrics]))
+        sections = list(bundle.sections)
+        replay = {"replay_mode": bundle.replay_mode}
+    metrics = metrics or [summarize.TIME_METRIC]
+    metrics_catalog.validate_metrics(metrics)
+    request = ProfileRequest(
+        source=path.read_text(),
+        language=args.language,
+        entry=args.entry,
+        configs=parse_configs(args.config, args.grid),
+        metrics=metrics,
+        sections=sections,
+        runs=args.runs,
+        timeout_s=args.timeout,
+        clock_control=args.clock_control,
+        **replay,
+    )
+    try:
+        find_ncu()
+    except NcuNotFoundError as err:
+        # The source can still be checked here: run the harness once without the profiler.
+        print(f"ncu not found; pre-flight of {path} without it", file=sys.stderr)
+        pre = pipeline.preflight(request)
+        pipeline.raise_if_broken(pre)
+        raise NcuNotFoundError(
+            f"{err.message} The pre-flight passed on {pre.device}: only the profiler is missing.",
+            err.hint,
+        ) from err
+
+    def progress(done: int, total: int, message: str) -> None:
+        print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
+
+    run = pipeline.profile(request, on_progress=progress)
+    s = summarize.profile_summary(run, limit=10_000)
+    if args.json:
+        print(json.dumps(summarize.dump(s), indent=1))
+    else:
+        print(render_table(s))
+        print(f"\nrun {run.run_id}: artifacts in {run.run_dir}")
+    return 0
+
+
+def render_table(s: Any) -> str:
+    """A plain table of a ProfileSummary: one line per (variant, config, metric)."""
+    header = ["variant", "config", "metric", "avg", "std", "min", "max", "n", "rsd%", "stable"]
+    rows = [header]
+    for r in s.results:
+        config = ",".join(f"{k}={v}" for k, v in r.config.items())
+        for metric, st in r.stats.items():
+            unit = s.units.get(metric, "")
+            rows.append(
+                [
+                    r.variant or "-",
+                    config,
+                    f"{metric} ({unit})" if unit else metric,
+                    *(
+                        f"{v:.4g}" if v is not None else "-"
+                        for v in (st.avg, st.std, st.min, st.max)
+                    ),
+                    str(st.n),
+                    f"{st.rsd_pct:.3g}" if st.rsd_pct is not None else "-",
+                    "yes" if st.stable else "NO",
+                ]
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines += [f"warning: {w}" for w in s.warnings or []]
+    return "\n".join(lines)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from nsight_agent import summarize
+
+    s = summarize.summarize_report(
+        args.file,
+        offset=args.offset,
+        limit=args.limit,
+        findings=args.findings,
+        metrics=_metrics(args.metrics),
+    )
+    print(json.dumps(summarize.dump(s), indent=1) if args.json else summarize.render_report(s))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from nsight_agent import device
+
+    info = device.device_info(probe=args.probe)
+    print(info.model_dump_json(indent=1) if args.json else device.render(info))
+    if not info.can_profile and not args.json:
+        print(
+            "\nReports can be read here (nsight-agent report FILE.ncu-rep); profiling needs an "
+            "NVIDIA GPU, its driver, and Nsight Compute (ncu) with counter access."
+        )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from nsight_agent.server import serve
+
+    serve(
+        args.transport,
+        host=args.host,
+        port=args.port,
+        runs_root=Path(args.runs_root) if args.runs_root else None,
+    )
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from nsight_agent import demo
+
+    return demo.main([])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nsight-agent",
+        description="Nsight Compute profiling for kernel engineers and their coding agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"nsight-agent {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("profile", help="profile a kernel source file over configs (needs ncu)")
+    p.add_argument("file", help="Python source with setup() and the entry function")
+    p.add_argument(
+        "--config",
+        nargs="+",
+        action="append",
+        metavar="KEY=VALUE",
+        help="one config (repeat for more), e.g. --config M=1024 N=512",
+    )
+    p.add_argument("--grid", help='JSON grid: {"M": [1024, 2048]} or a list of objects')
+    p.add_argument(
+        "--language", choices=["triton", "torch", "torch_compile", "cuda"], default="triton"
+    )
+    p.add_argument("--entry", default="run", help="function that launches the kernel")
+    p.add_argument("--metrics", action="append", help="metric names (comma-separated or repeated)")
+    p.add_argument("--skill", help="a curated metric bundle (see the list_skills tool)")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--timeout", type=int, default=600, help="seconds")
+    p.add_argument("--clock-control", choices=["base", "none"], default="none")
+    p.add_argument("--json", action="store_true", help="print the compact JSON answer")
+    p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("report", help="summarize an existing .ncu-rep (no GPU needed)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--findings", type=int, default=3, help="ncu findings per kernel")
+    p.add_argument("--metrics", action="append", help="extra metrics to show when present")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("doctor", help="check ncu, GPU, counter permission and packages")
+    p.add_argument("--probe", action="store_true", help="profile one tiny kernel to be sure")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--runs-root", help="folder for run artifacts (default: the pipeline's)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("demo", help="a real MCP client session against `nsight-agent serve`")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except NsightAgentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

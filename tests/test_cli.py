@@ -1,0 +1,132 @@
+"""The `nsight-agent` command on the committed fixtures (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import ncu_report
+import pytest
+
+from nsight_agent import cli
+from nsight_agent.errors import InvalidRequestError
+from tests.test_summarize import H200_REPORT
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def test_report_json_matches_ncu_report(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", str(H200_REPORT), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    action = ncu_report.load_report(str(H200_REPORT)).range_by_idx(0).action_by_idx(0)
+    got = data["actions"][0]
+    assert got["kernel"] == action.name()
+    assert got["duration_ns"] == pytest.approx(action["gpu__time_duration.sum"].value(), rel=1e-3)
+    assert got["metrics"]["launch__block_size"]["value"] == action["launch__block_size"].value()
+    assert data["gpu"] == action["device__attribute_display_name"].value()
+
+
+def test_report_text_and_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", str(H200_REPORT)]) == 0
+    out = capsys.readouterr().out
+    assert "nvjet_sm90" in out and "compute-bound" in out
+    assert cli.main(["report", "/no/such.ncu-rep"]) == 2
+    assert "No report at /no/such.ncu-rep" in capsys.readouterr().err
+
+
+def test_report_through_the_entry_point() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "nsight_agent", "report", str(H200_REPORT), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["kernels_total"] == 1
+
+
+def test_doctor(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {"gpus", "ncu_path", "counters", "packages", "unknown"} <= set(info)
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "counters permitted" in out and "packages" in out
+    if shutil.which("ncu") is None:
+        assert "ncu: not found" in out
+
+
+def test_config_parsing() -> None:
+    assert cli.parse_configs([["M=1024", "dtype=float16"], ["M=2048,dtype=bf16"]], None) == [
+        {"M": 1024, "dtype": "float16"},
+        {"M": 2048, "dtype": "bf16"},
+    ]
+    grid = cli.parse_configs(None, '{"M": [1, 2], "BLOCK": [64, 128]}')
+    assert grid[0] == {"M": 1, "BLOCK": 64} and len(grid) == 4
+    with pytest.raises(InvalidRequestError):
+        cli.parse_configs([["M"]], None)
+    with pytest.raises(InvalidRequestError):
+        cli.parse_configs(None, "{nope")
+
+
+def test_profile_without_ncu_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("ncu") or os.environ.get("NCU"):
+        pytest.skip("ncu is installed here")
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    source = tmp_path / "add.py"
+    source.write_text(
+        "import torch\n\n"
+        "def setup(n, device):\n    return torch.ones(n, device=device), torch.ones(n, device=device)\n\n"
+        "def run(x, y):\n    return x + y\n"
+    )
+    code = cli.main(
+        ["profile", str(source), "--language", "torch", "--config", "n=64", "--runs", "1"]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "ncu" in err and "pre-flight passed" in err
+
+
+def test_demo_example_passes_the_cpu_preflight(tmp_path: Path) -> None:
+    from nsight_agent import demo, pipeline
+    from nsight_agent.requests import ProfileRequest
+
+    request = ProfileRequest(
+        source=demo.EXAMPLE_SOURCE,
+        variants=[{"name": "a", "entry": "run"}, {"name": "b", "entry": "forgot_relu"}],
+        configs=[{"n": 3000}],
+        runs=1,
+    )
+    pre = pipeline.preflight(request, runs_root=tmp_path, device="cpu")
+    assert pre.ok, pre.errors
+
+
+def test_demo_runs_a_real_client_session(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "nsight_agent.demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**_env(), "NSIGHT_AGENT_RUNS": str(tmp_path / "runs")},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "connected to nsight-agent serve over stdio" in proc.stdout
+    if "No GPU profiling here" in proc.stdout:
+        assert ">>> summarize_report" in proc.stdout and "NVIDIA H200" in proc.stdout
+    else:
+        assert ">>> compare_variants" in proc.stdout
