@@ -107,12 +107,20 @@ def test_demo_example_passes_the_cpu_preflight(tmp_path: Path) -> None:
 
     request = ProfileRequest(
         source=demo.EXAMPLE_SOURCE,
-        variants=[{"name": "a", "entry": "run"}, {"name": "b", "entry": "forgot_relu"}],
+        variants=[{"name": "a", "entry": "run"}, {"name": "b", "entry": "torch_eager"}],
         configs=[{"n": 3000}],
         runs=1,
     )
     pre = pipeline.preflight(request, runs_root=tmp_path, device="cpu")
     assert pre.ok, pre.errors
+    wrong = ProfileRequest(
+        source=demo.EXAMPLE_SOURCE,
+        variants=[{"name": "a", "entry": "run"}, {"name": "c", "entry": "forgot_relu"}],
+        configs=[{"n": 3000}],
+        runs=1,
+    )
+    flagged = pipeline.preflight(wrong, runs_root=tmp_path, device="cpu")
+    assert [c.ok for c in flagged.checks if c.variant == "c"] == [False]
 
 
 def test_demo_runs_a_real_client_session(tmp_path: Path) -> None:
