@@ -33,6 +33,7 @@ class SourceError(HarnessError):
         config_index: int | None = None,
     ) -> None:
         self.stage = stage
+        self.detail = message  # unformatted: what to_dict() writes and from_json() reads back
         self.line = line
         self.file = file
         self.traceback = traceback
@@ -41,6 +42,18 @@ class SourceError(HarnessError):
         where = f" ({file or 'source'} line {line})" if line is not None else ""
         who = f" [variant {variant!r}, config #{config_index}]" if variant is not None else ""
         super().__init__(f"{stage} failed{where}{who}: {message}", _HINTS.get(stage, ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error file a harness writes (``runtime.write_error``); ``from_json`` reads it."""
+        return {
+            "stage": self.stage,
+            "message": self.detail,
+            "line": self.line,
+            "file": self.file,
+            "traceback": self.traceback,
+            "variant": self.variant,
+            "config_index": self.config_index,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SourceError:

@@ -22,43 +22,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from nsight_agent.harness.errors import SourceError
+
 ERROR_EXIT = 3
 USER_FILES: set[str] = set()
-
-
-class StageError(Exception):
-    """A failure in one stage, located in the user's source where possible."""
-
-    def __init__(
-        self,
-        stage: str,
-        message: str,
-        *,
-        line: int | None = None,
-        file: str | None = None,
-        tb: str = "",
-        variant: str | None = None,
-        config_index: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.stage = stage
-        self.message = message
-        self.line = line
-        self.file = file
-        self.tb = tb
-        self.variant = variant
-        self.config_index = config_index
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "message": self.message,
-            "line": self.line,
-            "file": self.file,
-            "traceback": self.tb,
-            "variant": self.variant,
-            "config_index": self.config_index,
-        }
 
 
 @dataclass
@@ -105,20 +72,20 @@ def _is_user(filename: str) -> bool:
 
 @contextlib.contextmanager
 def stage(name: str, variant: str | None = None, config_index: int | None = None) -> Iterator[None]:
-    """Turn any exception raised inside into a StageError of stage ``name``."""
+    """Turn any exception raised inside into a SourceError of stage ``name``."""
     try:
         yield
-    except StageError:
+    except SourceError:
         raise
     except Exception as exc:
         file, line = user_location(exc)
         message = f"{type(exc).__name__}: {exc}"
-        raise StageError(
+        raise SourceError(
             name,
             message,
             line=line,
             file=file,
-            tb=traceback.format_exc(),
+            traceback=traceback.format_exc(),
             variant=variant,
             config_index=config_index,
         ) from exc
@@ -144,7 +111,7 @@ def function_of(module: ModuleType, name: str, what: str) -> Callable[..., Any]:
         defined = sorted(
             n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
         )
-        raise StageError(
+        raise SourceError(
             "import",
             f"the source defines no function {name!r} ({what}); callables defined: "
             f"{', '.join(defined) or 'none'}",
@@ -243,13 +210,17 @@ class Files:
         with open(self.path("progress.txt"), "a") as f:
             f.write(f"{done}/{total} {message}\n")
 
-    def write_error(self, err: StageError) -> None:
+    def write_error(self, err: SourceError) -> None:
         self.path("error.json").write_text(json.dumps(err.to_dict(), indent=1))
 
 
-def unexpected(exc: BaseException) -> StageError:
+def unexpected(exc: BaseException) -> SourceError:
     """A failure outside any stage (a harness bug or an interrupt), still structured."""
     file, line = user_location(exc)
-    return StageError(
-        "entry", f"{type(exc).__name__}: {exc}", line=line, file=file, tb=traceback.format_exc()
+    return SourceError(
+        "entry",
+        f"{type(exc).__name__}: {exc}",
+        line=line,
+        file=file,
+        traceback=traceback.format_exc(),
     )
