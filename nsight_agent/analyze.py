@@ -277,11 +277,7 @@ def results_from_report(
 def read_manifest(path: Path) -> list[extraction.Call]:
     if not path.exists():
         raise ProfiledProcessError(1, f"The profiled process wrote no manifest at {path}.")
-    data = json.loads(path.read_text())
-    return [
-        extraction.Call(c["call"], c["config"], c["run"], c["annotations"], c["failed"])
-        for c in data["calls"]
-    ]
+    return extraction.calls_from_manifest(json.loads(path.read_text()))
 
 
 @overload

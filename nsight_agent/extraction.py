@@ -177,6 +177,14 @@ class Call:
     failed: list[str]
 
 
+def calls_from_manifest(manifest: Mapping[str, Any]) -> list[Call]:
+    """The calls listed in a runner's manifest (``collection.child`` or a rendered harness)."""
+    return [
+        Call(c["call"], c["config"], c["run"], c["annotations"], c["failed"])
+        for c in manifest["calls"]
+    ]
+
+
 Combine = Callable[[float, float], float]
 
 

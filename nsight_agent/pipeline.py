@@ -160,10 +160,7 @@ def profile(
         raise _source_error(run_dir / "error.json", err.stderr_tail) from err
 
     manifest = json.loads(artifacts["manifest"].read_text())
-    calls = [
-        extraction.Call(c["call"], c["config"], c["run"], c["annotations"], c["failed"])
-        for c in manifest["calls"]
-    ]
+    calls = extraction.calls_from_manifest(manifest)
     records = extraction.read_actions(artifacts["report"], metrics)
     variants = [v.name for v in request.effective_variants()]
     kernels = {

@@ -253,10 +253,7 @@ def test_manifest_calls_feed_group_kernels_unchanged(tmp_path: Path) -> None:
     )
     rc, manifest = run_harness(tmp_path, req)
     assert rc == 0
-    calls = [
-        extraction.Call(c["call"], c["config"], c["run"], c["annotations"], c["failed"])
-        for c in manifest["calls"]
-    ]
+    calls = extraction.calls_from_manifest(manifest)
     # One synthetic profiled kernel per call, as ncu would report under these NVTX ranges.
     records = [
         extraction.ActionRecord(
