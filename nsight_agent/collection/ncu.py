@@ -223,7 +223,7 @@ _METRIC_ERRORS = (
 )
 
 
-def check(run_result: NcuRun, *, metrics: Sequence[str] = (), program_error: str = "") -> None:
+def check(run_result: NcuRun, *, program_error: str = "") -> None:
     """Raise the specific error for a failed or empty ncu run; return quietly on success.
 
     ``program_error`` is the traceback the profiled program recorded itself, if any.
@@ -331,5 +331,5 @@ def collect(
     program_error = ""
     if error_path is not None and error_path.exists():
         program_error = error_path.read_text(errors="replace")
-    check(result, metrics=options.metrics, program_error=program_error)
+    check(result, program_error=program_error)
     return result
