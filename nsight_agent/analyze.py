@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -50,7 +50,6 @@ class KernelSettings:
     output_csv: bool = False
     verbosity: Verbosity = "progress"
     timeout: float = DEFAULT_TIMEOUT_S
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
         ncu.check_choice("verbosity", self.verbosity, Verbosity)
