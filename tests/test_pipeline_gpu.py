@@ -92,6 +92,8 @@ def test_cuda_kernel_is_built_once_and_cached(tmp_path: Path) -> None:
     )
     first = pipeline.profile(req, runs_root=tmp_path)
     second = pipeline.profile(req, runs_root=tmp_path)
+    for name, run in (("first", first), ("second", second)):  # shown by pytest -rA
+        print(name, run.run_id, run.cuda_build, run.extra.get("profile_cuda_build"))
     assert first.kernels["cuda"] == second.kernels["cuda"]
     assert all("add_kernel" in k for k in first.kernels["cuda"])
     assert_only_user_kernels(first)

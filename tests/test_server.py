@@ -438,7 +438,7 @@ async def test_profiling_tools_on_gpu(server: MCPServer) -> None:
         rows = await client.call_tool("get_run_rows", {"run_id": profiled["run_id"], "limit": 3})
     assert progress and len(profiled["results"]) == 2
     assert profiled["results"][0]["stats"][TIME]["n"] == 3
-    assert profiled["kernels"] == {"run": ["add_kernel"]}
+    assert profiled["kernels"] == {"run": ["fused_kernel"]}  # demo.EXAMPLE_SOURCE
     assert {v["verdict"] for v in compared["configs"][0]["variants"].values()} <= {
         "baseline",
         "faster",
@@ -449,3 +449,66 @@ async def test_profiling_tools_on_gpu(server: MCPServer) -> None:
     assert kernel["roofline"]["bound"] in {"memory-bound", "compute-bound", "latency-bound"}
     assert kernel["roofline"]["peak_dram_bytes_per_s"] > 1e12
     assert not rows.is_error
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that contain ``text`` (from /proc; Linux only)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended while we looked
+            continue
+        if text in argv:
+            found.append(argv)
+    return found
+
+
+@pytest.mark.gpu
+async def test_cancelling_a_real_run_stops_ncu_and_the_server_keeps_serving(
+    server: MCPServer, tmp_path: Path
+) -> None:
+    from nsight_agent import demo
+
+    started = anyio.Event()
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        if p >= 1:  # ncu has profiled at least one range: cancel mid-collection
+            started.set()
+
+    long_sweep = {"n": [1 << k for k in range(12, 22)]}
+    async with Client(server, read_timeout_seconds=900) as client:
+        with anyio.fail_after(300):
+            async with anyio.create_task_group() as tasks:
+
+                async def call() -> None:
+                    await client.call_tool(
+                        "profile_kernel",
+                        {"source": demo.EXAMPLE_SOURCE, "configs": long_sweep, "runs": 50},
+                        progress_callback=on_progress,
+                    )
+
+                tasks.start_soon(call)
+                await started.wait()
+                assert _processes_mentioning(str(tmp_path)), "ncu was not running"
+                tasks.cancel_scope.cancel()
+        with anyio.fail_after(30):
+            while _processes_mentioning(str(tmp_path)):
+                await anyio.sleep(0.2)
+        info = await client.call_tool("device_info", {})
+    assert not info.is_error
+    run_dirs = [d for d in tmp_path.iterdir() if (d / "request.json").is_file()]
+    assert run_dirs, "the cancelled run's folder is gone"
+
+
+@pytest.mark.gpu
+async def test_device_info_probes_counter_access(server: MCPServer) -> None:
+    async with Client(server, read_timeout_seconds=300) as client:
+        tools = await _schemas(client)
+        data = _validate(
+            await client.call_tool("device_info", {"probe_counters": True}),
+            tools["device_info"].output_schema,
+        )
+    assert data["gpus"] and data["ncu_version"]
+    assert data["counters"]["permitted"] == "yes", data["counters"]
+    assert data["can_profile"] is True
