@@ -509,15 +509,17 @@ def validate_sections(names: list[str]) -> None:
 
 
 def skills_dir() -> Path:
-    """The repository's ``skills/`` folder (beside the package; not installed with a wheel)."""
-    path = Path(__file__).resolve().parents[1] / "skills"
-    if not path.is_dir():
-        raise NsightAgentError(
-            f"The skills folder was not found at {path}.",
-            "Skills ship with the source checkout, not the wheel: run from a clone of the "
-            "repository, or install it in editable mode (pip install -e .).",
-        )
-    return path
+    """The checkout's ``skills/`` folder, else the copy a wheel ships as ``nsight_agent/skills``."""
+    package = Path(__file__).resolve().parent
+    candidates = [package.parent / "skills", package / "skills"]
+    for path in candidates:
+        if path.is_dir() and any(path.glob("*/SKILL.md")):
+            return path
+    raise NsightAgentError(
+        "No skills folder was found (looked in " + ", ".join(map(str, candidates)) + ").",
+        "Reinstall nsight-agent (the wheel ships nsight_agent/skills), or run from a clone "
+        "of the repository.",
+    )
 
 
 def _front_matter(text: str, where: Path) -> dict[str, str]:

@@ -90,9 +90,9 @@ def test_missing_skills_folder_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _fake_checkout(tmp_path, monkeypatch)
-    with pytest.raises(NsightAgentError, match="skills folder was not found") as info:
+    with pytest.raises(NsightAgentError, match="No skills folder was found") as info:
         mc.list_skills()
-    assert "source checkout" in info.value.hint
+    assert "Reinstall" in info.value.hint and str(tmp_path / "skills") in info.value.message
 
 
 def test_inconsistent_names_are_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

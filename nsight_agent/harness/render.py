@@ -8,7 +8,6 @@ needs that folder shipped beside it.
 from __future__ import annotations
 
 import pprint
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,10 @@ MAIN_MODULE = "user_source"
 
 
 def template_dirs() -> list[Path]:
-    """Where templates are looked for: the repository (source checkout, editable install),
-    then a wheel's data files (``<prefix>/share/nsight-agent/templates``)."""
+    """Where templates are looked for: the checkout's ``templates/`` (source tree, editable
+    install), then the copy a wheel ships inside the package (``nsight_agent/templates``)."""
     package = Path(nsight_agent.__file__).resolve().parent
-    return [
-        package.parent / "templates",
-        package / "templates",
-        Path(sys.prefix) / "share" / "nsight-agent" / "templates",
-    ]
+    return [package.parent / "templates", package / "templates"]
 
 
 def templates_dir() -> Path:
@@ -51,8 +46,8 @@ def environment() -> jinja2.Environment:
         raise NsightAgentError(
             "The harness templates are missing: no harness.py.j2 in "
             + ", ".join(map(str, template_dirs())),
-            "Install nsight-agent from its repository (pip install -e .) or copy its "
-            "templates/ folder next to the nsight_agent package.",
+            "Reinstall nsight-agent (the wheel ships nsight_agent/templates), or run from a "
+            "clone of the repository.",
         )
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(folder)),

@@ -1,0 +1,90 @@
+"""The wheel is self-sufficient: templates, skills and bundled data come with the package.
+
+Builds the wheel from this checkout, unpacks it into a folder of its own and imports
+nsight_agent from there (never from the checkout), then lists the skills and runs a real
+pre-flight (rendered harness, torch on the CPU) with the wheel's templates.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+USE_INSTALLED = """
+import json, sys
+from pathlib import Path
+
+import nsight_agent
+from nsight_agent import metrics_catalog, pipeline
+from nsight_agent.harness import render
+from nsight_agent.requests import ProfileRequest, Variant
+
+site, runs, source = (Path(a) for a in sys.argv[1:4])
+request = ProfileRequest(
+    source=source.read_text(),
+    language="torch",
+    configs={"rows": [4], "cols": [8]},
+    variants=[Variant(name="torch", entry="run"), Variant(name="manual", entry="manual_softmax")],
+)
+pre = pipeline.preflight(request, runs_root=runs, device="cpu")
+print(json.dumps({
+    "package": str(Path(nsight_agent.__file__).resolve()),
+    "templates": str(render.templates_dir().resolve()),
+    "skills_dir": str(metrics_catalog.skills_dir().resolve()),
+    "skills": sorted(s.name for s in metrics_catalog.list_skills()),
+    "preflight_ok": pre.ok,
+    "checks_ok": [c.ok for c in pre.checks],
+}))
+"""
+
+
+def test_wheel_ships_templates_and_skills(tmp_path: Path) -> None:
+    # Build from a fresh copy: setuptools reuses a checkout's build/ folder, stale files included.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "nsight_agent", "templates", "skills"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    wheels = tmp_path / "wheels"
+    pip_wheel = ["pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
+    subprocess.run(
+        [sys.executable, "-m", *pip_wheel, str(src)],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
+    (wheel,) = wheels.glob("nsight_agent-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder, pattern in (("templates", "*.j2"), ("skills", "*/*")):
+        shipped = {
+            f"nsight_agent/{folder}/{p.relative_to(ROOT / folder)}"
+            for p in (ROOT / folder).glob(pattern)
+        }
+        assert shipped and shipped <= names, sorted(shipped - names)
+
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    source = ROOT / "examples" / "contract" / "torch_softmax.py"
+    proc = subprocess.run(
+        [sys.executable, "-c", USE_INSTALLED, str(site), str(tmp_path / "runs"), str(source)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("package", "templates", "skills_dir"):
+        assert Path(seen[key]).is_relative_to(site.resolve()), (key, seen[key])
+    assert seen["skills"] == sorted(p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md"))
+    assert seen["preflight_ok"] is True and seen["checks_ok"] == [True, True]
