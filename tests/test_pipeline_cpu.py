@@ -216,6 +216,29 @@ def test_wrong_output_shape_is_a_check_error(tmp_path: Path) -> None:
     assert bad.message == "out has shape (999,), baseline (1000,)"
 
 
+def test_kernel_counts_of_a_gpu_preflight_are_checked_per_variant_and_config() -> None:
+    # A CPU pre-flight lists no kernels (None); on a GPU the harness lists each call's kernels
+    # (tests/test_pipeline_gpu.py runs the real thing). Here: the verdict on such a manifest.
+    def call(variant: str, config: int, kernels: list[str]) -> dict[str, Any]:
+        return {"variant": variant, "config": config, "kernels": kernels}
+
+    calls = [call("run", 0, ["k"]), call("run", 0, ["k"]), call("run", 1, ["k", "k"])]
+    calls += [call("flaky", 0, ["k"]), call("flaky", 0, ["k", "add"])]
+    calls += [call("cached", 1, []), call("cached", 1, [])]
+    result = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
+    pipeline._add_check_errors(result, {"calls": calls, "checks": []})
+    assert not result.ok and result.stage == "entry"
+    assert result.errors == [
+        "variant 'flaky', config #0: the number of kernels changes between runs ([1, 2]); "
+        "warm up autotuners/caches in the first call or use replay_mode='range'",
+        "variant 'cached', config #1: the entry launched no CUDA kernel (are the tensors on "
+        "the GPU? does it return a cached result?)",
+    ]
+    clean = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
+    pipeline._add_check_errors(clean, {"calls": calls[:3], "checks": []})
+    assert clean.ok and clean.errors == []
+
+
 @needs_nvcc
 def test_cuda_compile_error_reports_the_compiler_message_and_line(tmp_path: Path) -> None:
     cuda = "#include <torch/extension.h>\n\ntorch::Tensor twice(torch::Tensor x) {\n  return x * undefined_name;\n}\n"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from nsight_agent import pipeline
+from nsight_agent.harness.errors import SourceError
 from nsight_agent.requests import ProfileRequest, Variant
 
 pytestmark = pytest.mark.gpu
@@ -139,3 +140,61 @@ def test_wrong_variant_is_profiled_but_flagged(tmp_path: Path) -> None:
     rows = result.processed.set_index("Annotation")["OutputOK"]
     assert bool(rows["torch"]) and not bool(rows["bad"])
     assert any("'bad' is WRONG" in w for w in result.warnings)
+
+
+CHEATS = """
+import torch
+
+STATE = {"calls": 0, "cached": None}
+
+
+def setup(n, device):
+    return (torch.ones(n, device=device),)
+
+
+def run(x):
+    return x * 2
+
+
+def flaky(x):
+    # An extra kernel on every other call: the measured runs would not be comparable.
+    STATE["calls"] += 1
+    y = x * 2
+    return y + 0 if STATE["calls"] % 2 else y
+
+
+def cached(x):
+    # Computes once, then returns the stored result: nothing left to measure.
+    if STATE["cached"] is None:
+        STATE["cached"] = x * 2
+    return STATE["cached"]
+"""
+
+
+def test_preflight_on_gpu_catches_changing_and_missing_kernels(tmp_path: Path) -> None:
+    req = ProfileRequest(
+        source=CHEATS,
+        language="torch",
+        configs={"n": [4096]},
+        variants=[
+            Variant(name="run"),
+            Variant(name="flaky", entry="flaky"),
+            Variant(name="cached", entry="cached"),
+        ],
+        runs=3,
+        warmup=1,
+    )
+    pre = pipeline.preflight(req, runs_root=tmp_path, device="cuda")
+    print(pre.model_dump_json(indent=1))  # shown by pytest -rA
+    assert not pre.ok and pre.stage == "entry"
+    assert pre.kernels_per_call is not None
+    assert {len(k) for k in pre.kernels_per_call["run"]} == {1}
+    assert {len(k) for k in pre.kernels_per_call["flaky"]} == {1, 2}
+    assert {len(k) for k in pre.kernels_per_call["cached"]} == {0}
+    assert len(pre.errors) == 2
+    assert (
+        "'flaky', config #0: the number of kernels changes between runs ([1, 2])" in pre.errors[0]
+    )
+    assert "'cached', config #0: the entry launched no CUDA kernel" in pre.errors[1]
+    with pytest.raises(SourceError, match="changes between runs"):
+        pipeline.raise_if_broken(pre)
