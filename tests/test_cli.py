@@ -138,3 +138,24 @@ def test_demo_runs_a_real_client_session(tmp_path: Path) -> None:
         assert ">>> summarize_report" in proc.stdout and "NVIDIA H200" in proc.stdout
     else:
         assert ">>> compare_variants" in proc.stdout
+
+
+@pytest.mark.gpu
+def test_profile_and_doctor_on_gpu(tmp_path: Path) -> None:
+    """The README's command line, for real: a Triton example profiled under ncu."""
+    env = _env() | {"NSIGHT_AGENT_RUNS": str(tmp_path / "runs")}
+    source = ROOT / "examples" / "contract" / "triton_vector_add.py"
+    argv = [sys.executable, "-m", "nsight_agent", "profile", str(source), "--language", "triton"]
+    argv += ["--grid", '{"n": [4096, 1048576]}', "--runs", "3", "--json"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(proc.stdout)  # shown by pytest -rA
+    answer = json.loads(proc.stdout)
+    assert answer["kernels"] == {"run": ["add_kernel"]}
+    assert [r["config"] for r in answer["results"]] == [{"n": 4096}, {"n": 1048576}]
+    assert all(r["stats"]["gpu__time_duration.sum"]["n"] == 3 for r in answer["results"])
+
+    doctor = [sys.executable, "-m", "nsight_agent", "doctor", "--probe", "--json"]
+    proc = subprocess.run(doctor, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["counters"]["permitted"] == "yes"
