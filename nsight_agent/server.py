@@ -33,10 +33,10 @@ from pydantic import BaseModel, Field, ValidationError
 from nsight_agent import __version__, device, metrics_catalog, summarize
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
 from nsight_agent.metrics_catalog import MetricInfo, SkillBundle
+from nsight_agent.requests import KERNEL_CONTRACT_SUMMARY, Language, ProfileRequest
 
 if TYPE_CHECKING:
     from nsight_agent.pipeline import PreflightResult, RunResult
-    from nsight_agent.requests import ProfileRequest
 
 log = logging.getLogger("nsight_agent.server")
 
@@ -55,17 +55,6 @@ give curated metric bundles with a workflow."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 PROFILES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-
-Language = Literal["triton", "torch", "torch_compile", "cuda"]
-
-
-def _contract() -> str:
-    try:
-        from nsight_agent.requests import KERNEL_CONTRACT_SUMMARY
-
-        return KERNEL_CONTRACT_SUMMARY
-    except ImportError:  # the request module is optional for the read-only tools
-        return ""
 
 
 class VariantInput(BaseModel):
@@ -150,7 +139,6 @@ def build_server(runs_root: Path | None = None) -> MCPServer:
         version=__version__,
         log_level="INFO",
     )
-    contract = _contract()
 
     def load(run_id: str) -> RunResult:
         from nsight_agent import pipeline
@@ -170,8 +158,6 @@ def build_server(runs_root: Path | None = None) -> MCPServer:
             metrics = [summarize.TIME_METRIC]
         metrics_catalog.validate_metrics(metrics)
         metrics_catalog.validate_sections(sections)
-        from nsight_agent.requests import ProfileRequest
-
         clean = {k: v for k, v in fields.items() if v is not None}
         return ProfileRequest(metrics=metrics, sections=sections, **clean)
 
@@ -218,7 +204,7 @@ def build_server(runs_root: Path | None = None) -> MCPServer:
 
     # -- profiling tools ------------------------------------------------------------------------
 
-    @mcp.tool(annotations=PROFILES, description=_profile_doc(contract))
+    @mcp.tool(annotations=PROFILES, description=PROFILE_DOC)
     async def profile_kernel(
         ctx: Context,
         source: Annotated[
@@ -285,7 +271,7 @@ def build_server(runs_root: Path | None = None) -> MCPServer:
             s = summarize.profile_summary(run, limit=limit)
             return _result(s, summarize.render_profile(s))
 
-    @mcp.tool(annotations=PROFILES, description=_compare_doc(contract))
+    @mcp.tool(annotations=PROFILES, description=COMPARE_DOC)
     async def compare_variants(
         ctx: Context,
         variants: Annotated[
@@ -596,27 +582,24 @@ def build_server(runs_root: Path | None = None) -> MCPServer:
     return mcp
 
 
-def _profile_doc(contract: str) -> str:
-    doc = (
-        "Profile a kernel under Nsight Compute over a grid of configs.\n\n"
-        "Per config: each metric's avg, std, min, max, n, unit, RSD % and a stable flag (RSD < "
-        "2%); the kernels seen; warnings (unstable, several kernels combined, clocks not "
-        "locked); a run_id for later detail (get_run, get_run_rows, plot_run, resources). A CPU "
-        "pre-flight runs the harness first, so source errors come back before ncu starts."
-    )
-    return f"{doc}\n\nKernel contract:\n{contract}" if contract else doc
+PROFILE_DOC = (
+    "Profile a kernel under Nsight Compute over a grid of configs.\n\n"
+    "Per config: each metric's avg, std, min, max, n, unit, RSD % and a stable flag (RSD < "
+    "2%); the kernels seen; warnings (unstable, several kernels combined, clocks not "
+    "locked); a run_id for later detail (get_run, get_run_rows, plot_run, resources). A CPU "
+    "pre-flight runs the harness first, so source errors come back before ncu starts."
+    f"\n\nKernel contract:\n{KERNEL_CONTRACT_SUMMARY}"
+)
 
-
-def _compare_doc(contract: str) -> str:
-    doc = (
-        "Time several implementations of one kernel against a baseline on the same configs.\n\n"
-        "Per config: each variant's mean time, speedup vs the baseline and a verdict (faster / "
-        "slower / within_noise from non-overlapping 95% confidence intervals; incorrect when its "
-        "output differs from the baseline's, whatever its speed); per variant the geomean "
-        "speedup. The rule is stated in the answer. Variants are named entry points of one "
-        "source or named sources."
-    )
-    return f"{doc}\n\nKernel contract:\n{contract}" if contract else doc
+COMPARE_DOC = (
+    "Time several implementations of one kernel against a baseline on the same configs.\n\n"
+    "Per config: each variant's mean time, speedup vs the baseline and a verdict (faster / "
+    "slower / within_noise from non-overlapping 95% confidence intervals; incorrect when its "
+    "output differs from the baseline's, whatever its speed); per variant the geomean "
+    "speedup. The rule is stated in the answer. Variants are named entry points of one "
+    "source or named sources."
+    f"\n\nKernel contract:\n{KERNEL_CONTRACT_SUMMARY}"
+)
 
 
 def _preflight_text(pre: PreflightResult) -> str:
