@@ -14,6 +14,7 @@ import pytest
 from nsight_agent import pipeline
 from nsight_agent.harness.errors import SourceError
 from nsight_agent.requests import ProfileRequest, Variant
+from tests.test_pipeline_cpu import WRONG_TRITON  # the same wrong kernel, profiled here
 
 pytestmark = pytest.mark.gpu
 
@@ -104,26 +105,6 @@ def test_cuda_kernel_is_built_once_and_cached(tmp_path: Path) -> None:
     assert first.cuda_build["mode"] == "load_inline"
     # The profiled process reuses the pre-flight's build as well.
     assert first.extra["profile_cuda_build"]["cache_hit"] is True
-
-
-WRONG_TRITON = """
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def sub_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    y = tl.load(y_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x - y, mask=mask)
-
-
-def wrong(x, y, out, block_size):
-    sub_kernel[(triton.cdiv(x.numel(), block_size),)](x, y, out, x.numel(), BLOCK_SIZE=block_size)
-    return out
-"""
 
 
 def test_wrong_variant_is_profiled_but_flagged(tmp_path: Path) -> None:
