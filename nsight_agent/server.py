@@ -31,6 +31,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from nsight_agent import __version__, device, metrics_catalog, summarize
+from nsight_agent.diagnose import metrics as dm
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
 from nsight_agent.metrics_catalog import MetricInfo, SkillBundle
 from nsight_agent.requests import KERNEL_CONTRACT_SUMMARY, Language, ProfileRequest
@@ -620,13 +621,12 @@ def _preflight_text(pre: PreflightResult) -> str:
 
 def _roofline_collection() -> tuple[list[str], list[str]]:
     """The roofline skill bundle when the skills folder is here, else diagnose's sections."""
-    from nsight_agent import diagnose
 
     try:
         bundle = metrics_catalog.get_skill("roofline")
         return list(bundle.metrics), list(bundle.sections)
     except NsightAgentError:
-        return [summarize.TIME_METRIC], diagnose.bound_sections()
+        return [summarize.TIME_METRIC], dm.bound_sections()
 
 
 def _report_of(run: RunResult) -> Path:

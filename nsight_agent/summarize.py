@@ -19,9 +19,13 @@ from typing import Any, Literal, Protocol
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from nsight_agent import diagnose, extraction
+from nsight_agent import extraction
 from nsight_agent.aggregation import STABLE_RSD_PCT
 from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
+from nsight_agent.diagnose import findings as fd
+from nsight_agent.diagnose import metrics as dm
+from nsight_agent.diagnose import roofline as rl
+from nsight_agent.diagnose import throughput as tp
 from nsight_agent.errors import InvalidRequestError
 
 TIME_METRIC = "gpu__time_duration.sum"
@@ -29,15 +33,15 @@ ARTIFACT_URI = "nsight-agent://runs/{run_id}/{artifact}"
 
 # Shown for every kernel of a report when present: what a first look needs.
 KEY_METRICS: tuple[str, ...] = (
-    diagnose.DURATION,
-    diagnose.SM_THROUGHPUT,
-    diagnose.MEM_THROUGHPUT,
-    diagnose.DRAM_THROUGHPUT,
+    dm.DURATION,
+    dm.SM_THROUGHPUT,
+    dm.MEM_THROUGHPUT,
+    dm.DRAM_THROUGHPUT,
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "launch__registers_per_thread",
     "launch__grid_size",
     "launch__block_size",
-    diagnose.WAVES,
+    dm.WAVES,
     "lts__t_sector_hit_rate.pct",
     "l1tex__t_sector_hit_rate.pct",
 )
@@ -214,7 +218,7 @@ def _value(action: Any, name: str) -> MetricValue | None:
     return MetricValue(value=sig(raw), unit=unit)
 
 
-def thresholds_text(t: diagnose.BoundThresholds) -> str:
+def thresholds_text(t: rl.BoundThresholds) -> str:
     return (
         f"latency-bound if compute and memory throughput are both < "
         f"{t.latency_bound_below_pct:g}% of peak; otherwise the larger names the bound "
@@ -223,8 +227,8 @@ def thresholds_text(t: diagnose.BoundThresholds) -> str:
     )
 
 
-def roofline_brief(r: diagnose.Roofline) -> RooflineBrief | None:
-    """The compact form of ``diagnose.roofline``; None when the report has nothing to place."""
+def roofline_brief(r: rl.Roofline) -> RooflineBrief | None:
+    """The compact form of ``rl.roofline``; None when the report has nothing to place."""
     if r.bound == "unknown" and r.achieved_flop_per_s is None and r.dram_bytes_per_s is None:
         return None
     achieved: dict[str, float] = {
@@ -261,7 +265,7 @@ def roofline_brief(r: diagnose.Roofline) -> RooflineBrief | None:
     )
 
 
-def finding_briefs(found: Sequence[diagnose.Finding], limit: int) -> list[FindingBrief]:
+def finding_briefs(found: Sequence[fd.Finding], limit: int) -> list[FindingBrief]:
     out = []
     for f in found[: max(0, limit)]:
         message = f.message if len(f.message) <= 400 else f.message[:397] + "..."
@@ -282,15 +286,15 @@ def summarize_action(
     index: int, action: Any, *, findings: int = 3, metrics: Sequence[str] = ()
 ) -> ActionSummary:
     # Duration and the two SOL throughputs have their own fields.
-    shown_apart = {diagnose.DURATION, diagnose.SM_THROUGHPUT, diagnose.MEM_THROUGHPUT}
+    shown_apart = {dm.DURATION, dm.SM_THROUGHPUT, dm.MEM_THROUGHPUT}
     names = [m for m in KEY_METRICS if m not in shown_apart]
     names += [m for m in metrics if m not in names]
     values = {n: v for n in names if (v := _value(action, n)) is not None}
     missing = [m for m in metrics if m not in values]
     for m in missing:
         values[m] = MetricValue(value=None, unit="not in report")
-    sol = diagnose.speed_of_light(action)
-    found = diagnose.findings(action)
+    sol = tp.speed_of_light(action)
+    found = fd.findings(action)
     return ActionSummary(
         index=index,
         kernel=str(action.name()),
@@ -300,7 +304,7 @@ def summarize_action(
         sol_memory_pct=sig(sol.memory_throughput_pct),
         metrics=values or None,
         metrics_in_report=len(list(action.metric_names())),
-        roofline=roofline_brief(diagnose.roofline(action)),
+        roofline=roofline_brief(rl.roofline(action)),
         findings=finding_briefs(found, findings) or None,
         findings_total=len(found),
     )
@@ -336,7 +340,7 @@ def summarize_report(
         report=str(path),
         gpu=gpu,
         kernels_total=len(actions),
-        bound_rule=thresholds_text(diagnose.BoundThresholds()),
+        bound_rule=thresholds_text(rl.BoundThresholds()),
         page=pg,
         actions=shown,
     )
@@ -856,7 +860,7 @@ def roofline_summary(
             None,
         )
         cfg, run_index = calls.get(call, (None, None)) if call is not None else (None, None)
-        r = diagnose.roofline(action)
+        r = rl.roofline(action)
         if gpu is None:
             g = _value(action, "device__attribute_display_name")
             gpu = str(g.value) if g is not None and g.value is not None else None
@@ -869,7 +873,7 @@ def roofline_summary(
                 kernel=name,
                 duration_ns=sig(r.duration_ns),
                 roofline=roofline_brief(r),
-                findings=finding_briefs(diagnose.findings(action), findings) or None,
+                findings=finding_briefs(fd.findings(action), findings) or None,
             )
         )
     run_id = run.run_id if run is not None else None
@@ -881,14 +885,14 @@ def roofline_summary(
     if any(k.roofline is None for k in items):
         warnings.append(
             "Some kernels have no roofline data: collect sections "
-            + ", ".join(diagnose.bound_sections())
+            + ", ".join(dm.bound_sections())
             + "."
         )
     return RooflineSummary(
         run_id=run_id,
         report=str(report),
         gpu=gpu,
-        thresholds=thresholds_text(diagnose.BoundThresholds()),
+        thresholds=thresholds_text(rl.BoundThresholds()),
         page=pg,
         kernels=items[offset : offset + limit],
         warnings=warnings or None,

@@ -10,8 +10,11 @@ from typing import Any
 import ncu_report
 import pytest
 
-from nsight_agent import diagnose as dg
 from nsight_agent import metrics_catalog as mc
+from nsight_agent.diagnose import findings as fd
+from nsight_agent.diagnose import metrics as dm
+from nsight_agent.diagnose import roofline as rl
+from nsight_agent.diagnose import throughput as tp
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
 
@@ -59,7 +62,7 @@ class FakeAction:
         return self.rules
 
 
-# Values of every metric in dg.bound_metrics(), read with ncu_report from a report recorded on
+# Values of every metric in dm.bound_metrics(), read with ncu_report from a report recorded on
 # an H200 (ncu 2025.3.1, driver 580.159.04, 2026-11-29) with skills/roofline/bundle.json and
 # ncu's default clock control (SM clock locked near 1.28 GHz). Three kernels of one script:
 # torch.matmul of two 2048x2048 bf16 matrices (cuBLAS nvjet, tensor cores), torch.addcmul on
@@ -235,7 +238,7 @@ def close(a: float | None, b: float, rel: float = 1e-9) -> bool:
     return a is not None and math.isclose(a, b, rel_tol=rel)
 
 
-def point(roof: dg.Roofline, precision: str) -> dg.PrecisionPoint:
+def point(roof: rl.Roofline, precision: str) -> rl.PrecisionPoint:
     return next(p for p in roof.precisions if p.precision == precision)
 
 
@@ -243,7 +246,7 @@ def point(roof: dg.Roofline, precision: str) -> dg.PrecisionPoint:
 
 
 def test_fixture_peaks_recomputed_from_raw_metrics(action: Any) -> None:
-    roof = dg.roofline(action)
+    roof = rl.roofline(action)
     sm_clock = raw(action, "sm__cycles_elapsed.avg.per_second")
     dram_clock = raw(action, "dram__cycles_elapsed.avg.per_second")
     ffma_peak = raw(action, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained")
@@ -266,7 +269,7 @@ def test_fixture_peaks_recomputed_from_raw_metrics(action: Any) -> None:
 
 
 def test_fixture_traffic_and_bandwidth(action: Any) -> None:
-    roof = dg.roofline(action)
+    roof = rl.roofline(action)
     per_s = raw(action, "dram__bytes.sum.per_second")
     duration = raw(action, "gpu__time_duration.sum")
     assert roof.duration_ns == duration == 32800.0
@@ -279,7 +282,7 @@ def test_fixture_traffic_and_bandwidth(action: Any) -> None:
 
 
 def test_fixture_tensor_work_is_reported_missing_not_zero(action: Any) -> None:
-    roof = dg.roofline(action)
+    roof = rl.roofline(action)
     # A bf16 matmul runs no FFMA/DFMA: those precisions are measured and zero ...
     assert point(roof, "fp32").achieved_flop_per_s == 0.0
     assert point(roof, "fp64").achieved_flop_per_s == 0.0
@@ -300,21 +303,21 @@ def test_fixture_tensor_work_is_reported_missing_not_zero(action: Any) -> None:
 
 
 def test_fixture_is_compute_bound_by_speed_of_light(action: Any) -> None:
-    roof = dg.roofline(action)
-    assert roof.compute_throughput_pct == raw(action, dg.SM_THROUGHPUT)
-    assert roof.memory_throughput_pct == raw(action, dg.MEM_THROUGHPUT)
+    roof = rl.roofline(action)
+    assert roof.compute_throughput_pct == raw(action, dm.SM_THROUGHPUT)
+    assert roof.memory_throughput_pct == raw(action, dm.MEM_THROUGHPUT)
     assert roof.bound == "compute-bound"
     assert roof.bound_basis == "speed_of_light"
     assert "compute 75.5%, memory 58.8%" in roof.bound_reason
     assert roof.thresholds.latency_bound_below_pct == 60.0
     # With a stricter latency cut-off the same kernel counts as latency-bound.
-    strict = dg.roofline(action, dg.BoundThresholds(latency_bound_below_pct=80.0))
+    strict = rl.roofline(action, rl.BoundThresholds(latency_bound_below_pct=80.0))
     assert strict.bound == "latency-bound"
     assert "under 80%" in strict.bound_reason
 
 
 def test_fixture_speed_of_light(action: Any) -> None:
-    sol = dg.speed_of_light(action)
+    sol = tp.speed_of_light(action)
     assert sol.duration_ns == 32800.0
     assert sol.compute_throughput_pct == pytest.approx(75.465, abs=1e-3)
     assert sol.memory_throughput_pct == pytest.approx(58.799, abs=1e-3)
@@ -329,7 +332,7 @@ def test_fixture_speed_of_light(action: Any) -> None:
 
 
 def test_fixture_findings(action: Any) -> None:
-    found = dg.findings(action)
+    found = fd.findings(action)
     small = [f for f in found if f.title == "Small Grid"]
     assert len(small) == 1
     grid = small[0]
@@ -365,7 +368,7 @@ def test_fixture_findings(action: Any) -> None:
 
 
 def test_bf16_tensor_flops_match_the_matmul_flop_count() -> None:
-    roof = dg.roofline(FakeAction(BF16_MATMUL))
+    roof = rl.roofline(FakeAction(BF16_MATMUL))
     bf16 = point(roof, "tensor_bf16")
     duration_s = BF16_MATMUL["gpu__time_duration.sum"] * 1e-9
     # 2 * M * N * K FLOP for a 2048^3 product, over the kernel's duration.
@@ -378,7 +381,7 @@ def test_bf16_tensor_flops_match_the_matmul_flop_count() -> None:
         132 * 4096 * BF16_MATMUL["sm__cycles_elapsed.avg.per_second"]
     )
     # % of the dense peak agrees with the tensor pipe's busy share, an independent counter.
-    assert bf16.pct_of_peak == pytest.approx(BF16_MATMUL[dg.TENSOR_PIPE], abs=0.5)
+    assert bf16.pct_of_peak == pytest.approx(BF16_MATMUL[dm.TENSOR_PIPE], abs=0.5)
     assert roof.dominant_precision == "tensor_bf16"
     assert roof.flop_counts_complete
     assert roof.bound == "compute-bound"
@@ -393,7 +396,7 @@ def test_bf16_tensor_flops_match_the_matmul_flop_count() -> None:
 
 
 def test_fp32_elementwise_is_memory_bound() -> None:
-    roof = dg.roofline(FakeAction(FP32_ADDCMUL))
+    roof = rl.roofline(FakeAction(FP32_ADDCMUL))
     fp32 = point(roof, "fp32")
     duration_s = FP32_ADDCMUL["gpu__time_duration.sum"] * 1e-9
     # One FMA (2 FLOP) per element of 2**24.
@@ -416,10 +419,10 @@ def test_fp32_elementwise_is_memory_bound() -> None:
 
 
 def test_one_block_kernel_is_latency_bound() -> None:
-    roof = dg.roofline(FakeAction(TINY_ADD))
+    roof = rl.roofline(FakeAction(TINY_ADD))
     assert roof.bound == "latency-bound"
     assert "both under 60%" in roof.bound_reason
-    found = dg.findings(FakeAction(TINY_ADD, TINY_RULES))
+    found = fd.findings(FakeAction(TINY_ADD, TINY_RULES))
     assert [f.title for f in found] == ["Small Grid"]
     assert found[0].message.endswith("Look at Launch Statistics for more details.")
     assert found[0].linked_sections == ["LaunchStats"]
@@ -427,18 +430,18 @@ def test_one_block_kernel_is_latency_bound() -> None:
 
 def test_roofline_fallback_without_speed_of_light() -> None:
     metrics = {
-        k: v for k, v in BF16_MATMUL.items() if k not in (dg.SM_THROUGHPUT, dg.MEM_THROUGHPUT)
+        k: v for k, v in BF16_MATMUL.items() if k not in (dm.SM_THROUGHPUT, dm.MEM_THROUGHPUT)
     }
-    roof = dg.roofline(FakeAction(metrics))
+    roof = rl.roofline(FakeAction(metrics))
     assert roof.bound_basis == "roofline"
     assert roof.bound == "compute-bound"
     assert "dominant precision" in roof.bound_reason
-    assert set(roof.missing_metrics) == {dg.SM_THROUGHPUT, dg.MEM_THROUGHPUT}
+    assert set(roof.missing_metrics) == {dm.SM_THROUGHPUT, dm.MEM_THROUGHPUT}
     assert roof.sections_to_collect == ["SpeedOfLight"]
 
 
 def test_empty_action_is_unknown_with_everything_missing() -> None:
-    roof = dg.roofline(FakeAction({}))
+    roof = rl.roofline(FakeAction({}))
     assert roof.bound == "unknown" and roof.bound_basis == "none"
     assert roof.achieved_flop_per_s is None
     assert set(roof.sections_to_collect) == {
@@ -447,7 +450,7 @@ def test_empty_action_is_unknown_with_everything_missing() -> None:
         "SpeedOfLight_HierarchicalHalfRooflineChart",
         "SpeedOfLight_HierarchicalTensorRooflineChart",
     }
-    sol = dg.speed_of_light(FakeAction({"gpu__time_duration.sum": "not a number"}))
+    sol = tp.speed_of_light(FakeAction({"gpu__time_duration.sum": "not a number"}))
     assert sol.duration_ns is None
     assert sol.top_compute_units == []
 
@@ -455,7 +458,7 @@ def test_empty_action_is_unknown_with_everything_missing() -> None:
 def test_sparse_tensor_work_is_flagged() -> None:
     metrics = dict(BF16_MATMUL)
     metrics["sm__ops_path_tensor_src_bf16_dst_fp32.sum.per_cycle_elapsed"] = 540672.0 * 1.5
-    roof = dg.roofline(FakeAction(metrics))
+    roof = rl.roofline(FakeAction(metrics))
     assert point(roof, "tensor_bf16").pct_of_peak == pytest.approx(150.0)
     assert any("2:4-sparse" in n for n in roof.notes)
 
@@ -464,24 +467,24 @@ def test_sparse_tensor_work_is_flagged() -> None:
 
 
 def test_bound_metrics_are_valid_gh100_names_and_cover_roofline() -> None:
-    names = dg.bound_metrics()
+    names = dm.bound_metrics()
     assert len(names) == len(set(names))
     mc.validate_metrics(names, mc.bundled_catalog())
-    assert set(dg.bound_sections()) <= set(mc.known_sections())
+    assert set(dm.bound_sections()) <= set(mc.known_sections())
     # Every metric the measured kernels needed is in the list, and nothing was missing.
     assert set(BF16_MATMUL) == set(names)
 
 
 def test_enum_numbers_match_ncu_report() -> None:
-    assert dg.MESSAGE_TYPES[ncu_report.MsgType_NONE] == "none"
-    assert dg.MESSAGE_TYPES[ncu_report.MsgType_OK] == "ok"
-    assert dg.MESSAGE_TYPES[ncu_report.MsgType_OPTIMIZATION] == "optimization"
-    assert dg.MESSAGE_TYPES[ncu_report.MsgType_WARNING] == "warning"
-    assert dg.MESSAGE_TYPES[ncu_report.MsgType_ERR] == "error"
-    assert dg.SPEEDUP_TYPES[ncu_report.SpeedupType_LOCAL] == "local"
-    assert dg.SPEEDUP_TYPES[ncu_report.SpeedupType_GLOBAL] == "global"
-    assert dg.FOCUS_SEVERITIES[ncu_report.FocusSeverity_HIGH] == "high"
-    assert dg.FOCUS_SEVERITIES[ncu_report.FocusSeverity_LOW] == "low"
+    assert fd.MESSAGE_TYPES[ncu_report.MsgType_NONE] == "none"
+    assert fd.MESSAGE_TYPES[ncu_report.MsgType_OK] == "ok"
+    assert fd.MESSAGE_TYPES[ncu_report.MsgType_OPTIMIZATION] == "optimization"
+    assert fd.MESSAGE_TYPES[ncu_report.MsgType_WARNING] == "warning"
+    assert fd.MESSAGE_TYPES[ncu_report.MsgType_ERR] == "error"
+    assert fd.SPEEDUP_TYPES[ncu_report.SpeedupType_LOCAL] == "local"
+    assert fd.SPEEDUP_TYPES[ncu_report.SpeedupType_GLOBAL] == "global"
+    assert fd.FOCUS_SEVERITIES[ncu_report.FocusSeverity_HIGH] == "high"
+    assert fd.FOCUS_SEVERITIES[ncu_report.FocusSeverity_LOW] == "low"
 
 
 # --- findings --------------------------------------------------------------------------------
@@ -504,7 +507,7 @@ def test_enum_numbers_match_ncu_report() -> None:
     ],
 )
 def test_plain_text(message: str, text: str, sections: list[str], links: list[str]) -> None:
-    assert dg.plain_text(message) == (text, sections, links)
+    assert fd.plain_text(message) == (text, sections, links)
 
 
 def test_findings_drop_empty_results_and_sort() -> None:
@@ -530,7 +533,7 @@ def test_findings_drop_empty_results_and_sort() -> None:
         rule("big", "a lot", 2, 40.0),
         rule("err", "broken", 4),
     ]
-    found = dg.findings(FakeAction({}, rules))
+    found = fd.findings(FakeAction({}, rules))
     assert [f.rule_id for f in found] == ["big", "small", "err", "warn", "info"]
     assert [f.type for f in found] == ["optimization", "optimization", "error", "warning", "ok"]
     assert found[0].title == "Big"

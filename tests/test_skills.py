@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nsight_agent import diagnose
 from nsight_agent import metrics_catalog as mc
+from nsight_agent.diagnose import metrics as dm
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 
 EXPECTED = ["compute", "memory", "occupancy", "roofline", "timing"]
@@ -66,8 +66,8 @@ def test_each_bundle_metric_is_explained_in_its_skill(name: str) -> None:
 
 def test_roofline_bundle_is_what_diagnose_reads() -> None:
     skill = mc.get_skill("roofline")
-    assert skill.metrics == diagnose.bound_metrics()
-    assert set(skill.sections) <= set(diagnose.bound_sections())
+    assert skill.metrics == dm.bound_metrics()
+    assert set(skill.sections) <= set(dm.bound_sections())
 
 
 def test_get_skill_refuses_unknown_and_path_like_names() -> None:
