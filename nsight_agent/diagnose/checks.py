@@ -1,0 +1,107 @@
+"""The cause checks, in one registry, and how ncu's rules map onto the cause vocabulary.
+
+``run_checks`` calls every check on one kernel's ``Context`` and returns what fired. The memory
+latency check is a residual: it runs only when no specific cause fired. ``SYMPTOM_RULES`` are
+ncu rules that describe a symptom (a unit's utilisation, stall reasons, achieved occupancy, the
+bound itself): they are folded into the top cause rather than listed above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from nsight_agent.diagnose import checks_compute as cc
+from nsight_agent.diagnose import checks_launch as cl
+from nsight_agent.diagnose import checks_memory as cm
+from nsight_agent.diagnose.cause import Cause, Context
+from nsight_agent.diagnose.findings import Finding
+from nsight_agent.diagnose.vocabulary import CauseId
+
+Check = Callable[[Context], Cause | None]
+
+CHECKS: tuple[Check, ...] = (
+    cm.uncoalesced_global_access,
+    cm.shared_bank_conflicts,
+    cm.local_memory_spills,
+    cm.excess_dram_traffic,
+    cm.atomic_contention,
+    cc.warp_divergence,
+    cc.tensor_cores_idle,
+    cc.slow_precision,
+    cl.too_few_blocks,
+    cl.tail_effect,
+    cl.occupancy,
+    cl.launch_bound_tiny,
+    cm.dram_at_roof,
+    cc.compute_at_roof,
+)
+RESIDUAL: tuple[Check, ...] = (cm.memory_latency,)
+
+# ncu rule id -> the causes it may stand for (the first that fired absorbs it).
+RULE_CAUSES: dict[str, tuple[CauseId, ...]] = {
+    "UncoalescedGlobalAccess": ("uncoalesced_global_access",),
+    "UncoalescedSharedAccess": ("shared_bank_conflicts",),
+    "SharedMemoryConflicts": ("shared_bank_conflicts",),
+    "MemoryCacheAccessPattern": (
+        "uncoalesced_global_access",
+        "shared_bank_conflicts",
+        "excess_dram_traffic",
+    ),
+    "ThreadDivergence": ("warp_divergence",),
+    "TheoreticalOccupancy": (
+        "occupancy_registers",
+        "occupancy_shared_memory",
+        "occupancy_block_size",
+    ),
+    "FPInstructions": ("slow_precision", "tensor_cores_idle"),
+}
+# LaunchConfiguration says several things; its message title names which.
+LAUNCH_TITLES: dict[str, CauseId] = {
+    "small grid": "too_few_blocks",
+    "tail effect": "tail_effect",
+    "block size": "occupancy_block_size",
+}
+SYMPTOM_RULES = frozenset(
+    {
+        "SOLBottleneck",
+        "SOLFPRoofline",
+        "HighPipeUtilization",
+        "IssueSlotUtilization",
+        "AchievedOccupancy",
+        "SlowPipeLimiter",
+    }
+)
+# A cause relieves a roof when fixing it means less of the work that roof limits.
+RELIEVES: dict[CauseId, tuple[CauseId, ...]] = {
+    "dram_at_roof": (
+        "uncoalesced_global_access",
+        "excess_dram_traffic",
+        "local_memory_spills",
+        "slow_precision",
+    ),
+    "compute_at_roof": ("tensor_cores_idle", "slow_precision", "warp_divergence"),
+}
+# Broader causes folded into a more specific one when both fire (their evidence is kept).
+FOLDS: dict[CauseId, tuple[CauseId, ...]] = {
+    "excess_dram_traffic": ("uncoalesced_global_access", "local_memory_spills"),
+}
+
+
+def is_symptom(rule_id: str) -> bool:
+    return rule_id in SYMPTOM_RULES or rule_id.startswith("CPIStall")
+
+
+def causes_of(finding: Finding) -> tuple[CauseId, ...]:
+    """The causes one ncu rule result may stand for (empty when none)."""
+    if finding.rule_id == "LaunchConfiguration":
+        title = finding.title.lower()
+        return tuple(c for key, c in LAUNCH_TITLES.items() if key in title)
+    return RULE_CAUSES.get(finding.rule_id, ())
+
+
+def run_checks(ctx: Context) -> list[Cause]:
+    """Every cause that fired for this kernel, unranked; the residual only when none did."""
+    fired = [c for c in (check(ctx) for check in CHECKS) if c is not None]
+    if not any(c.kind is None and (c.gain or 0.0) >= ctx.t.min_gain_pct for c in fired):
+        fired += [c for c in (check(ctx) for check in RESIDUAL) if c is not None]
+    return fired

@@ -1,0 +1,169 @@
+"""Cause checks of the SM's arithmetic: divergence, idle tensor cores, fp64, the compute roof.
+
+Each check is a pure function of a ``Context``; docs/DIAGNOSIS.md gives the formulas.
+"""
+
+from __future__ import annotations
+
+from nsight_agent.diagnose.bound import FP64_PIPE
+from nsight_agent.diagnose.cause import Cause, Context, ev, make_cause
+from nsight_agent.diagnose.metrics import TENSOR_PIPE
+from nsight_agent.diagnose.roofline import PrecisionPoint
+
+THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"
+THREADS_PER_INST_PRED = "smsp__thread_inst_executed_pred_on_per_inst_executed.ratio"
+FFMA_TOTAL = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+HFMA_TOTAL = "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum"
+LOAD_INST = (
+    "smsp__sass_inst_executed_op_global_ld.sum",
+    "smsp__sass_inst_executed_op_shared_ld.sum",
+)
+DIVERGENCE_RULES = ("ThreadDivergence",)
+# Dense TF32 tensor peak over FP32 FMA peak on Hopper (H100 SXM: 494.7 / 66.9 TFLOP/s).
+TENSOR_OVER_FP32 = 7.4
+_FP_OPS = {  # thread-instruction op -> FLOP per instruction (as ncu's roofline counts them)
+    "fadd": 1.0,
+    "fmul": 1.0,
+    "ffma": 2.0,
+    "hadd": 2.0,
+    "hmul": 2.0,
+    "hfma": 4.0,
+}
+_DTYPES_64 = ("float64", "fp64", "f64", "double", "complex128")
+
+
+def _point(ctx: Context, precision: str) -> PrecisionPoint | None:
+    return next((p for p in ctx.rl.precisions if p.precision == precision), None)
+
+
+def _sm_busy(ctx: Context) -> float:
+    return ctx.bound.compute_pct if ctx.bound.compute_pct is not None else 50.0
+
+
+def warp_divergence(ctx: Context) -> Cause | None:
+    threads = ctx.num(THREADS_PER_INST)
+    if threads is None or threads >= ctx.t.divergence_threads_below:
+        return None
+    busy = _sm_busy(ctx)
+    evidence = [
+        ev(THREADS_PER_INST, threads, "thread", "<", ctx.t.divergence_threads_below),
+        ev("SM SOL", busy, "%"),
+    ]
+    pred = ctx.num(THREADS_PER_INST_PRED)
+    if pred is not None:
+        evidence.insert(1, ev(THREADS_PER_INST_PRED, pred, "thread"))
+    return make_cause(
+        "warp_divergence",
+        evidence,
+        own_gain=(1.0 - threads / 32.0) * busy,
+        own_formula="idle lanes x SM%",
+        rule=ctx.rule(DIVERGENCE_RULES),
+    )
+
+
+def _fma_share(ctx: Context) -> float | None:
+    """FMA FLOP as % of fp32 + half FLOP, from the roofline sections' per-cycle counts."""
+    flop: dict[str, float] = {}
+    for op, per in _FP_OPS.items():
+        value = ctx.num(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
+        if value is None:
+            return None
+        flop[op] = value * per
+    total = sum(flop.values())
+    return 100.0 * (flop["ffma"] + flop["hfma"]) / total if total > 0 else None
+
+
+def _loads_per_fma(ctx: Context) -> float | None:
+    fma = ctx.total(FFMA_TOTAL, HFMA_TOTAL)
+    loads = ctx.total(*LOAD_INST)
+    if not fma or loads is None:
+        return None
+    return loads * 32.0 / fma  # warp instructions -> thread instructions
+
+
+def tensor_cores_idle(ctx: Context) -> Cause | None:
+    t = ctx.t
+    tensor = ctx.bound.tensor_pct
+    fp = [p for p in (_point(ctx, "fp32"), _point(ctx, "half")) if p and p.pct_of_peak]
+    share = _fma_share(ctx)
+    intensity = ctx.rl.arithmetic_intensity
+    if tensor is None or tensor >= t.tensor_idle_below_pct or not fp or share is None:
+        return None
+    fp_pct = max(p.pct_of_peak or 0.0 for p in fp)
+    if fp_pct < t.tensor_idle_min_fp_pct or share < t.tensor_idle_fma_share_pct:
+        return None
+    if intensity is None or intensity < t.tensor_idle_min_intensity:
+        return None
+    reuse = _loads_per_fma(ctx)
+    if reuse is not None and reuse < t.tensor_idle_min_loads_per_fma:
+        return None  # arithmetic on registers (iterations), not operands streamed as in a matmul
+    evidence = [
+        ev(TENSOR_PIPE, tensor, "%", "<", t.tensor_idle_below_pct),
+        ev("FMA share of fp32/half FLOP", share, "%", ">=", t.tensor_idle_fma_share_pct),
+        ev("FLOP per DRAM byte", intensity, "FLOP/B", ">=", t.tensor_idle_min_intensity),
+        ev("fp32/half FLOP rate % of peak", fp_pct, "%", ">=", t.tensor_idle_min_fp_pct),
+    ]
+    if reuse is not None:
+        evidence.append(ev("loads per FMA", reuse, None, ">=", t.tensor_idle_min_loads_per_fma))
+    busy = max(_sm_busy(ctx), fp_pct)
+    return make_cause(
+        "tensor_cores_idle",
+        evidence,
+        own_gain=busy * (1.0 - 1.0 / TENSOR_OVER_FP32),
+        own_formula=f"SM% x (1-1/{TENSOR_OVER_FP32})",
+    )
+
+
+def slow_precision(ctx: Context) -> Cause | None:
+    t = ctx.t
+    fp64 = _point(ctx, "fp64")
+    fp32 = _point(ctx, "fp32")
+    total = ctx.rl.achieved_flop_per_s
+    dtypes = [d.lower() for d in ctx.input_dtypes or []]
+    if any(d in _DTYPES_64 for d in dtypes):
+        return None  # a genuine fp64 workload
+    if fp64 is None or fp64.achieved_flop_per_s is None or not total:
+        return None
+    share = 100.0 * fp64.achieved_flop_per_s / total
+    if share < t.fp64_share_pct:
+        return None
+    ratio = 2.0
+    if fp32 and fp32.peak_flop_per_s and fp64.peak_flop_per_s:
+        ratio = fp32.peak_flop_per_s / fp64.peak_flop_per_s
+    busy = max(_sm_busy(ctx), ctx.bound.memory_pct or 0.0)
+    evidence = [ev("fp64 share of FLOP", share, "%", ">=", t.fp64_share_pct)]
+    pipe = ctx.num(FP64_PIPE)
+    if pipe is not None:
+        evidence.append(ev(FP64_PIPE, pipe, "%"))
+    evidence.append(ev("fp32/fp64 peak ratio", ratio, "x"))
+    note = (
+        f"fp64 math on {', '.join(dtypes)} inputs"
+        if dtypes
+        else "fp64 arithmetic dominates: check it is needed"
+    )
+    return make_cause(
+        "slow_precision",
+        evidence,
+        own_gain=busy * (1.0 - 1.0 / ratio),
+        own_formula="busy% x (1-fp64/fp32 rate)",
+        note=note,
+    )
+
+
+def compute_at_roof(ctx: Context) -> Cause | None:
+    b = ctx.bound
+    if b.roof != "compute" or b.roof_pct is None:
+        return None
+    what = b.precision or "compute"
+    evidence = [ev(f"{what} % of peak", b.roof_pct, "%", ">=", ctx.t.compute_roof_pct)]
+    if b.tensor_pct is not None:
+        evidence.append(ev(TENSOR_PIPE, b.tensor_pct, "%"))
+    if b.intensity is not None and b.ridge is not None:
+        evidence.append(ev("FLOP per DRAM byte", b.intensity, "FLOP/B", ">=", b.ridge))
+    return make_cause(
+        "compute_at_roof",
+        evidence,
+        own_gain=None,
+        own_formula="",
+        note=f"at {b.roof_pct:.0f}% of the {what} roof: only less or cheaper math helps",
+    )

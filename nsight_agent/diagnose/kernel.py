@@ -1,0 +1,222 @@
+"""One kernel's diagnosis: the bound with its numbers, then causes ranked, then what is missing.
+
+``diagnose_action`` is a pure function of one ``ncu_report`` action (and the caller's hints).
+Ranking:
+
+1. every check runs (``checks.run_checks``); a broader cause is folded into a more specific one
+   that also fired (excess DRAM bytes into uncoalesced access or spills);
+2. causes with an estimated gain under ``min_gain_pct`` are dropped;
+3. a kernel at a roof (DRAM or its precision's compute peak) keeps only causes that relieve that
+   roof (less of the limited work), ranked by gain, then the roof itself; no other defect is
+   invented for it. Otherwise causes rank by estimated gain;
+4. ncu's rule results are absorbed by the causes they stand for; symptom rules (utilisation,
+   stalls, achieved occupancy, the bound) go to the top cause; the rest are listed, briefly,
+   as ``unmapped``.
+
+The answer for one kernel stays under 2 KB of JSON (``model_dump_json(exclude_none=True)``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from nsight_agent.diagnose import checks as ck
+from nsight_agent.diagnose import checks_compute as cc
+from nsight_agent.diagnose import checks_launch as cl
+from nsight_agent.diagnose import checks_memory as cm
+from nsight_agent.diagnose import metrics as dm
+from nsight_agent.diagnose.bound import BoundResult, classify
+from nsight_agent.diagnose.cause import Cause, Context
+from nsight_agent.diagnose.findings import Finding, findings
+from nsight_agent.diagnose.roofline import roofline
+from nsight_agent.diagnose.thresholds import DiagnosisThresholds
+
+# section -> (metrics whose presence shows it was collected, what it tells a deeper pass)
+SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    dm.SOL_SECTION: ((dm.SM_THROUGHPUT,), "SM and memory throughput: the bound"),
+    dm.LAUNCH_SECTION: ((cl.GRID,), "grid, block and waves: too few blocks, tail effect"),
+    "Occupancy": ((cl.THEORETICAL_OCC,), "occupancy and the resource that limits it"),
+    dm.ROOF_SECTION: (
+        ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",),
+        "fp32/fp64 FLOP: intensity and the compute roof",
+    ),
+    dm.HALF_SECTION: (
+        ("smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed",),
+        "half-precision FLOP",
+    ),
+    dm.TENSOR_SECTION: (
+        tuple(m for w in dm.WORK if w.tensor_core for m, _ in w.achieved),
+        "tensor FLOP: intensity with tensor-core work",
+    ),
+    "MemoryWorkloadAnalysis_Tables": (
+        (cm.GLD_SECTORS, cm.SHARED_CONFLICTS[0]),
+        "sectors per request, bank conflicts",
+    ),
+    "WarpStateStats": ((cm.STALL_LONG_SB, cc.THREADS_PER_INST), "stall reasons, divergence"),
+    "InstructionStats": ((cm.GLOBAL_INST,), "instruction mix: atomics, local, fp64"),
+    "SourceCounters": ((cm.GLD_NEEDED,), "where in the source: hot lines, excess sectors"),
+}
+# What a deeper pass should add first, when absent.
+DEEPER_ORDER = (
+    dm.TENSOR_SECTION,
+    "SourceCounters",
+    "MemoryWorkloadAnalysis_Tables",
+    "WarpStateStats",
+    "InstructionStats",
+    dm.ROOF_SECTION,
+    "Occupancy",
+    dm.LAUNCH_SECTION,
+)
+
+
+class KernelDiagnosis(BaseModel):
+    """What bounds one kernel, why, and what to try, ranked."""
+
+    kernel: str = Field(description="Kernel name (shortened to 80 characters)")
+    duration_ns: float | None = Field(default=None, description="gpu__time_duration.sum")
+    bound: BoundResult = Field(description="The bound and the numbers that decided it")
+    headline: str = Field(description="The one line to read first")
+    causes: list[Cause] = Field(description="Causes, most gain first; a roof after its relievers")
+    collected: list[str] = Field(description="ncu sections found in the report")
+    deeper: dict[str, str] | None = Field(
+        default=None, description="Sections a deeper pass would add, with what each would tell"
+    )
+    unmapped: list[str] | None = Field(
+        default=None, description="ncu rules not absorbed by any cause: 'RuleId: title (gain%)'"
+    )
+
+
+def _fold(causes: list[Cause]) -> list[Cause]:
+    fired = {c.id: c for c in causes}
+    out: list[Cause] = []
+    for c in causes:
+        into = next((fired[s] for s in ck.FOLDS.get(c.id, ()) if s in fired), None)
+        if into is None:
+            out.append(c)
+        else:  # the folded cause's headline number becomes the second piece of evidence
+            into.ev = [*into.ev[:1], c.ev[0], *into.ev[1:]][:5]
+    return out
+
+
+def _rank(causes: list[Cause], t: DiagnosisThresholds) -> list[Cause]:
+    roof = next((c for c in causes if c.kind == "roof"), None)
+    defects = [c for c in causes if c.kind is None and (c.gain or 0.0) >= t.min_gain_pct]
+    defects.sort(key=lambda c: -(c.gain or 0.0))
+    if roof is None:
+        return defects[: t.max_causes]
+    relievers = [c for c in defects if c.id in ck.RELIEVES.get(roof.id, ())]
+    return [*relievers[: t.max_causes - 1], roof]
+
+
+def _absorb(causes: list[Cause], found: list[Finding]) -> list[str]:
+    """Attach rule ids to the causes they stand for; return the short list of the rest."""
+    unmapped: list[str] = []
+    for f in found:
+        if f.type not in ("optimization", "warning", "error"):
+            continue
+        target = next((c for c in causes if c.id in ck.causes_of(f)), None)
+        if target is None and ck.is_symptom(f.rule_id) and causes:
+            target = causes[0]
+        if target is not None:
+            target.rules = list(dict.fromkeys([*(target.rules or []), f.rule_id]))
+            continue
+        gain = f" ({f.estimated_speedup_pct:.0f}%)" if f.estimated_speedup_pct is not None else ""
+        unmapped.append(f"{f.rule_id}: {f.title[:32]}{gain}")
+    return list(dict.fromkeys(unmapped))[:3]
+
+
+def _sections(
+    r: dm.Reader, found: list[Finding], tensor_busy: bool
+) -> tuple[list[str], dict[str, str]]:
+    from_rules = {f.section for f in found}
+    collected = [
+        s for s, (probes, _) in SECTIONS.items() if s in from_rules or any(r.has(p) for p in probes)
+    ]
+    deeper: dict[str, str] = {}
+    for s in DEEPER_ORDER:
+        if s in collected or (s == dm.TENSOR_SECTION and not tensor_busy):
+            continue
+        deeper[s] = SECTIONS[s][1]
+        if len(deeper) == 4:
+            break
+    return collected, deeper
+
+
+def _headline(bound: BoundResult, causes: list[Cause]) -> str:
+    roof = next((c for c in causes if c.kind == "roof"), None)
+    top = causes[0] if causes else None
+    if roof is not None and roof.note:
+        extra = f"; {top.title.lower()} first" if top is not None and top is not roof else ""
+        return roof.note + extra
+    if top is None:
+        return f"{bound.bound}: no cause found in the metrics collected"
+    gain = f" (est. {top.gain:.0f}% faster)" if top.gain is not None else ""
+    return f"{bound.bound}: {top.title.lower()}{gain}"
+
+
+MAX_JSON_BYTES = 2048
+
+
+def _size(d: KernelDiagnosis) -> int:
+    return len(d.model_dump_json(exclude_none=True))
+
+
+def _fit(d: KernelDiagnosis, limit: int = MAX_JSON_BYTES) -> KernelDiagnosis:
+    """Trim the least useful parts until the JSON fits: unmapped rules, deeper sections, notes
+    of lower causes, then the lowest cause (never the top one)."""
+    while _size(d) > limit:
+        if d.unmapped and len(d.unmapped) > 1:
+            d.unmapped = d.unmapped[:-1]
+        elif d.deeper and len(d.deeper) > 2:
+            d.deeper = dict(list(d.deeper.items())[:-1])
+        elif any(c.note for c in d.causes[1:]):
+            for c in d.causes[1:]:
+                c.note = None
+        elif len(d.causes) > 1:
+            d.causes = d.causes[:-1]
+        else:
+            break
+    return d
+
+
+def diagnose_action(
+    action: dm.ActionLike,
+    *,
+    ideal_bytes: float | None = None,
+    input_dtypes: list[str] | None = None,
+    thresholds: DiagnosisThresholds | None = None,
+) -> KernelDiagnosis:
+    """Diagnose one kernel (one ``ncu_report`` action): bound, ranked causes, missing sections.
+
+    ``ideal_bytes``: bytes the kernel must move (inputs read once, outputs written once), for
+    the excess-traffic check. ``input_dtypes``: e.g. ``["bfloat16"]``, for the precision check.
+    """
+    t = thresholds or DiagnosisThresholds()
+    r = dm.Reader(action)
+    found = findings(action)
+    bound = classify(action, t)
+    ctx = Context(
+        r=r,
+        bound=bound,
+        rl=roofline(action),
+        findings=found,
+        t=t,
+        ideal_bytes=ideal_bytes,
+        input_dtypes=input_dtypes,
+    )
+    causes = _rank(_fold(ck.run_checks(ctx)), t)
+    for c in causes[1:]:  # the top cause carries everything; the rest stay short (2 KB)
+        c.actions, c.ev = c.actions[:1], c.ev[:2]
+    unmapped = _absorb(causes, found)
+    collected, deeper = _sections(r, found, (bound.tensor_pct or 0.0) >= t.tensor_idle_below_pct)
+    diagnosis = KernelDiagnosis(
+        kernel=dm.kernel_name(action)[:80],
+        duration_ns=r.get(dm.DURATION, required=False),
+        bound=bound,
+        headline=_headline(bound, causes),
+        causes=causes,
+        collected=collected,
+        deeper=deeper or None,
+        unmapped=unmapped or None,
+    )
+    return _fit(diagnosis)
