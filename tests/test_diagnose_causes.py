@@ -233,7 +233,7 @@ def fp_mix(
 
 def test_tensor_cores_idle_in_a_simt_matmul() -> None:
     # fp32 FMA at half the FP32 peak, 250 FLOP per DRAM byte, operands loaded: a SIMT GEMM.
-    gemm = {**fp_mix(ffma=8448.0), SM: 70.0, cc.FFMA_TOTAL: 1e10, cc.LOAD_INST[1]: 1e8}
+    gemm = {**fp_mix(ffma=8448.0), SM: 70.0, MEM: 60.0, cc.FFMA_TOTAL: 1e10, cc.LOAD_INST[1]: 1e8}
     c = fired(cc.tensor_cores_idle(context(with_(gemm))))
     assert c.ev[0].m == TENSOR and c.ev[2].v == pytest.approx(253.0, rel=0.01)
     assert c.skill == "tensor_cores"
@@ -248,6 +248,15 @@ def test_tensor_cores_idle_not_for_elementwise_tensor_or_register_only_work() ->
     assert cc.tensor_cores_idle(context(with_(fractal))) is None
     adds = {**fp_mix(ffma=100.0, fadd=8000.0)}
     assert cc.tensor_cores_idle(context(with_(adds))) is None
+    fma_loop = {**fp_mix(ffma=8448.0), SM: 90.0, MEM: 2.0}  # no operands streamed
+    assert cc.tensor_cores_idle(context(with_(fma_loop))) is None
+
+
+def test_uncontracted_mul_add_counts_as_multiply_accumulate() -> None:
+    dot = {**fp_mix(ffma=0.0), MEM: 60.0}
+    dot["smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed"] = 8448.0
+    dot["smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed"] = 8448.0
+    assert fired(cc.tensor_cores_idle(context(with_(dot)))).ev[1].v == pytest.approx(100.0)
 
 
 def test_slow_precision_uses_the_dtype_hint() -> None:
@@ -337,6 +346,9 @@ def test_occupancy_limited_by_block_size() -> None:
         "launch__occupancy_limit_blocks": 16.0,
     }
     assert fired(cl.occupancy(context(with_(tiny_blocks)))).id == "occupancy_block_size"
+    at_half = {**tiny_blocks, "launch__occupancy_limit_blocks": 32.0}
+    at_half["sm__maximum_warps_per_active_cycle_pct"] = 50.0  # 32 one-warp blocks of 64 slots
+    assert fired(cl.occupancy(context(with_(at_half)))).id == "occupancy_block_size"
     odd = fired(cl.occupancy(context(with_({"launch__block_size": 48.0}))))
     assert odd.id == "occupancy_block_size" and odd.note is not None
 

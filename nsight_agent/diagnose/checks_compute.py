@@ -62,7 +62,7 @@ def warp_divergence(ctx: Context) -> Cause | None:
 
 
 def _fma_share(ctx: Context) -> float | None:
-    """FMA FLOP as % of fp32 + half FLOP, from the roofline sections' per-cycle counts."""
+    """Multiply-accumulate FLOP as % of fp32 + half FLOP (the roofline sections' counts)."""
     flop: dict[str, float] = {}
     for op, per in _FP_OPS.items():
         value = ctx.num(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
@@ -70,7 +70,10 @@ def _fma_share(ctx: Context) -> float | None:
             return None
         flop[op] = value * per
     total = sum(flop.values())
-    return 100.0 * (flop["ffma"] + flop["hfma"]) / total if total > 0 else None
+    # A MUL feeding an ADD (a dot product the compiler did not contract) counts as a MAC.
+    mac = flop["ffma"] + flop["hfma"] + 2 * min(flop["fmul"], flop["fadd"])
+    mac += 2 * min(flop["hmul"], flop["hadd"])
+    return 100.0 * mac / total if total > 0 else None
 
 
 def _loads_per_fma(ctx: Context) -> float | None:
@@ -94,17 +97,22 @@ def tensor_cores_idle(ctx: Context) -> Cause | None:
         return None
     if intensity is None or intensity < t.tensor_idle_min_intensity:
         return None
+    streamed = ctx.bound.memory_pct
+    if streamed is not None and streamed < t.tensor_idle_min_memory_pct:
+        return None  # FMA loops on registers: no operand streaming, nothing for an MMA
     reuse = _loads_per_fma(ctx)
     if reuse is not None and reuse < t.tensor_idle_min_loads_per_fma:
         return None  # arithmetic on registers (iterations), not operands streamed as in a matmul
     evidence = [
         ev(TENSOR_PIPE, tensor, "%", "<", t.tensor_idle_below_pct),
-        ev("FMA share of fp32/half FLOP", share, "%", ">=", t.tensor_idle_fma_share_pct),
+        ev("MAC share of fp32/half FLOP", share, "%", ">=", t.tensor_idle_fma_share_pct),
         ev("FLOP per DRAM byte", intensity, "FLOP/B", ">=", t.tensor_idle_min_intensity),
         ev("fp32/half FLOP rate % of peak", fp_pct, "%", ">=", t.tensor_idle_min_fp_pct),
     ]
     if reuse is not None:
         evidence.append(ev("loads per FMA", reuse, None, ">=", t.tensor_idle_min_loads_per_fma))
+    elif streamed is not None:
+        evidence.append(ev("memory SOL", streamed, "%", ">=", t.tensor_idle_min_memory_pct))
     busy = max(_sm_busy(ctx), fp_pct)
     return make_cause(
         "tensor_cores_idle",

@@ -111,7 +111,7 @@ def occupancy(ctx: Context) -> Cause | None:
     theo = ctx.num(THEORETICAL_OCC)
     block = ctx.num(BLOCK)
     limits = {name: v for name in LIMITS if (v := ctx.num(name)) is not None}
-    if theo is None or block is None or not limits or theo >= ctx.t.occupancy_low_pct:
+    if theo is None or block is None or not limits or theo > ctx.t.occupancy_low_pct:
         return _block_size_cause(ctx, block) if block is not None else None
     binding = min(limits.values())
     limiter = next(name for name, v in limits.items() if v == binding)
@@ -126,7 +126,7 @@ def occupancy(ctx: Context) -> Cause | None:
     cause_id = LIMITS[limiter]
     detail_name, detail_unit = DETAIL[cause_id]
     evidence = [
-        ev(THEORETICAL_OCC, theo, "%", "<", ctx.t.occupancy_low_pct),
+        ev(THEORETICAL_OCC, theo, "%", "<=", ctx.t.occupancy_low_pct),
         ev(limiter, binding, "block/SM"),
     ]
     detail = ctx.num(detail_name)

@@ -93,7 +93,8 @@ class DiagnosisThresholds(BaseModel):
     )
     tensor_idle_fma_share_pct: float = Field(
         default=60.0,
-        description="FMA FLOP at or above this % of the fp32/half FLOP: matmul-like arithmetic",
+        description="Multiply-accumulate FLOP (FMA, and MUL paired with ADD) at or above this % "
+        "of the fp32/half FLOP: matmul-like arithmetic",
     )
     tensor_idle_min_intensity: float = Field(
         default=8.0,
@@ -109,6 +110,11 @@ class DiagnosisThresholds(BaseModel):
         description="Load instructions per FMA at or above this: operands stream from memory as "
         "in a matmul (register-only iterations such as fractals sit far lower)",
     )
+    tensor_idle_min_memory_pct: float = Field(
+        default=10.0,
+        description="Memory SOL (L1/shared, L2, DRAM) at or above this %: operands stream "
+        "through memory as in a matmul (register-only FMA loops sit near 0 %)",
+    )
     fp64_share_pct: float = Field(
         default=50.0,
         description="FP64 FLOP at or above this % of all counted FLOP: fp64 dominates the mix",
@@ -116,7 +122,8 @@ class DiagnosisThresholds(BaseModel):
     # --- launch checks -----------------------------------------------------------------------
     occupancy_low_pct: float = Field(
         default=50.0,
-        description="Theoretical occupancy under this %: a limiter may starve latency hiding",
+        description="Theoretical occupancy at or under this % (half the warp slots): a limiter "
+        "may starve latency hiding; the gain weighs it by how idle the busiest unit is",
     )
     few_waves: float = Field(
         default=0.5,

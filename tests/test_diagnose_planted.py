@@ -1,0 +1,72 @@
+"""The planted-bottleneck set (H200 reports, one kernel each): the diagnosis names the defect.
+
+``tests/fixtures/planted/catalog.json`` lists each kernel with the cause planted in it (or
+"control" for a kernel near its roof), the bound expected, the ideal bytes and the input dtype.
+For every kernel the top cause must be the planted one and the bound the expected one; a control
+must be reported at its roof with no defect cause.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import ncu_report
+import pytest
+
+from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
+
+PLANTED = Path(__file__).parent / "fixtures" / "planted"
+CATALOG = PLANTED / "catalog.json"
+
+
+def _entries() -> list[dict[str, Any]]:
+    if not CATALOG.exists():
+        return []
+    data = json.loads(CATALOG.read_text())
+    if isinstance(data, dict):
+        data = next((v for v in data.values() if isinstance(v, list)), [])
+    return [e for e in data if isinstance(e, dict)]
+
+
+ENTRIES = _entries()
+
+
+def _planted(entry: dict[str, Any]) -> str:
+    for key in ("planted", "cause", "planted_cause"):
+        if key in entry:
+            return str(entry[key])
+    raise KeyError(f"no planted cause in {entry}")
+
+
+def _dtypes(entry: dict[str, Any]) -> list[str] | None:
+    dtype = entry.get("dtype_in")
+    if dtype is None:
+        return None
+    return [str(d) for d in dtype] if isinstance(dtype, list) else [str(dtype)]
+
+
+def diagnose(entry: dict[str, Any]) -> KernelDiagnosis:
+    report = ncu_report.load_report(str(PLANTED / f"{entry['id']}.ncu-rep"))
+    action = report.range_by_idx(0).action_by_idx(0)
+    ideal = entry.get("ideal_bytes")
+    return diagnose_action(
+        action, ideal_bytes=float(ideal) if ideal else None, input_dtypes=_dtypes(entry)
+    )
+
+
+@pytest.mark.skipif(not ENTRIES, reason="planted fixtures not recorded yet")
+@pytest.mark.parametrize("entry", ENTRIES, ids=[str(e.get("id")) for e in ENTRIES])
+def test_planted_kernel_is_diagnosed(entry: dict[str, Any]) -> None:
+    d = diagnose(entry)
+    planted = _planted(entry)
+    assert d.bound.bound == entry["expected_bound"], d.bound.why
+    assert d.causes, d.headline
+    if planted == "control":
+        assert d.bound.roof is not None, d.bound
+        assert all(c.kind == "roof" for c in d.causes), [c.id for c in d.causes]
+        assert d.headline.startswith("at "), d.headline
+    else:
+        assert d.causes[0].id == planted, [(c.id, c.gain) for c in d.causes]
+    assert len(d.model_dump_json(exclude_none=True)) <= 2048
