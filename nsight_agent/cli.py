@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent import __version__
-from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
+from nsight_agent.errors import InvalidRequestError, NsightAgentError
 
 
 def _value(text: str) -> Any:
@@ -70,104 +70,53 @@ def _metrics(values: Sequence[str] | None) -> list[str]:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from nsight_agent import metrics_catalog, pipeline, summarize
-    from nsight_agent.collection.ncu import find_ncu
-    from nsight_agent.requests import ProfileRequest
+    from nsight_agent import service
+    from nsight_agent.views import common, runs, text
 
     path = Path(args.file)
     if not path.is_file():
         raise InvalidRequestError(f"No source file at {path}.")
-    metrics = _metrics(args.metrics)
-    sections: list[str] = []
-    replay: dict[str, Any] = {}
-    if args.skill:
-        bundle = metrics_catalog.get_skill(args.skill)
-        metrics = list(dict.fromkeys([*bundle.metrics, *metrics]))
-        sections = list(bundle.sections)
-        replay = {"replay_mode": bundle.replay_mode}
-    metrics = metrics or [summarize.TIME_METRIC]
-    metrics_catalog.validate_metrics(metrics)
-    request = ProfileRequest(
+    request = service.build_request(
         source=path.read_text(),
         language=args.language,
         entry=args.entry,
         configs=parse_configs(args.config, args.grid),
-        metrics=metrics,
-        sections=sections,
+        metrics=_metrics(args.metrics),
+        skill=args.skill,
         runs=args.runs,
         timeout_s=args.timeout,
         clock_control=args.clock_control,
-        **replay,
     )
-    try:
-        find_ncu()
-    except NcuNotFoundError as err:
-        # The source can still be checked here: run the harness once without the profiler.
-        print(f"ncu not found; pre-flight of {path} without it", file=sys.stderr)
-        pre = pipeline.preflight(request)
-        pipeline.raise_if_broken(pre)
-        raise NcuNotFoundError(
-            f"{err.message} The pre-flight passed on {pre.device}: only the profiler is missing.",
-            err.hint,
-        ) from err
 
     def progress(done: int, total: int, message: str) -> None:
         print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
 
-    run = pipeline.profile(request, on_progress=progress)
-    s = summarize.profile_summary(run, limit=10_000)
+    run = service.profile(request, on_progress=progress)
+    s = runs.profile_summary(run, limit=10_000)
     if args.json:
-        print(json.dumps(summarize.dump(s), indent=1))
+        print(json.dumps(common.dump(s), indent=1))
     else:
-        print(render_table(s))
+        print(text.render_table(s))
         print(f"\nrun {run.run_id}: artifacts in {run.run_dir}")
     return 0
 
 
-def render_table(s: Any) -> str:
-    """A plain table of a ProfileSummary: one line per (variant, config, metric)."""
-    header = ["variant", "config", "metric", "avg", "std", "min", "max", "n", "rsd%", "stable"]
-    rows = [header]
-    for r in s.results:
-        config = ",".join(f"{k}={v}" for k, v in r.config.items())
-        for metric, st in r.stats.items():
-            unit = s.units.get(metric, "")
-            rows.append(
-                [
-                    r.variant or "-",
-                    config,
-                    f"{metric} ({unit})" if unit else metric,
-                    *(
-                        f"{v:.4g}" if v is not None else "-"
-                        for v in (st.avg, st.std, st.min, st.max)
-                    ),
-                    str(st.n),
-                    f"{st.rsd_pct:.3g}" if st.rsd_pct is not None else "-",
-                    "yes" if st.stable else "NO",
-                ]
-            )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    lines += [f"warning: {w}" for w in s.warnings or []]
-    return "\n".join(lines)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from nsight_agent import summarize
+    from nsight_agent.views import common, report, text
 
-    s = summarize.summarize_report(
+    s = report.summarize_report(
         args.file,
         offset=args.offset,
         limit=args.limit,
         findings=args.findings,
         metrics=_metrics(args.metrics),
     )
-    print(json.dumps(summarize.dump(s), indent=1) if args.json else summarize.render_report(s))
+    print(json.dumps(common.dump(s), indent=1) if args.json else text.render_report(s))
     return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from nsight_agent import device
+    from nsight_agent.engine import device
 
     info = device.device_info(probe=args.probe)
     print(info.model_dump_json(indent=1) if args.json else device.render(info))
@@ -180,7 +129,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from nsight_agent.server import serve
+    from nsight_agent.server.app import serve
 
     serve(
         args.transport,

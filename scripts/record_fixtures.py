@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 import nsight_agent
-from nsight_agent import analyze
+from nsight_agent.api import analyze
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "fixtures-out").resolve()
 TIME = "gpu__time_duration.sum"

@@ -14,7 +14,9 @@ import pytest
 
 from nsight_agent import cli
 from nsight_agent.errors import InvalidRequestError
-from tests.test_summarize import H200_REPORT
+
+H200_REPORT = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,8 +104,9 @@ def test_profile_without_ncu_says_so(
 
 
 def test_demo_example_passes_the_cpu_preflight(tmp_path: Path) -> None:
-    from nsight_agent import demo, pipeline
-    from nsight_agent.requests import ProfileRequest
+    from nsight_agent import demo
+    from nsight_agent.engine import pipeline
+    from nsight_agent.request import ProfileRequest
 
     request = ProfileRequest(
         source=demo.EXAMPLE_SOURCE,

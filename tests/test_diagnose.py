@@ -10,7 +10,7 @@ from typing import Any
 import ncu_report
 import pytest
 
-from nsight_agent import metrics_catalog as mc
+from nsight_agent.catalog import metrics as mc
 from nsight_agent.diagnose import findings as fd
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose import roofline as rl

@@ -21,9 +21,10 @@ import json, sys
 from pathlib import Path
 
 import nsight_agent
-from nsight_agent import metrics_catalog, pipeline
-from nsight_agent.harness import render
-from nsight_agent.requests import ProfileRequest, Variant
+from nsight_agent.catalog import skills
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.harness import render
+from nsight_agent.request import ProfileRequest, Variant
 
 site, runs, source = (Path(a) for a in sys.argv[1:4])
 request = ProfileRequest(
@@ -36,8 +37,8 @@ pre = pipeline.preflight(request, runs_root=runs, device="cpu")
 print(json.dumps({
     "package": str(Path(nsight_agent.__file__).resolve()),
     "templates": str(render.templates_dir().resolve()),
-    "skills_dir": str(metrics_catalog.skills_dir().resolve()),
-    "skills": sorted(s.name for s in metrics_catalog.list_skills()),
+    "skills_dir": str(skills.skills_dir().resolve()),
+    "skills": sorted(s.name for s in skills.list_skills()),
     "preflight_ok": pre.ok,
     "checks_ok": [c.ok for c in pre.checks],
 }))

@@ -17,11 +17,14 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 
-from nsight_agent import pipeline
-from nsight_agent import server as server_module
-from nsight_agent.pipeline import OutputCheck, RunResult
-from nsight_agent.server import build_server
-from tests.test_summarize import H200_REPORT, TIME, sweep_run, sweep_variants
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.pipeline import OutputCheck, RunResult
+from nsight_agent.server import tools_profile
+from nsight_agent.server.app import build_server
+
+H200_REPORT = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
+TIME = "gpu__time_duration.sum"
+
 
 pytestmark = pytest.mark.anyio
 
@@ -62,18 +65,18 @@ def server(tmp_path: Path) -> MCPServer:
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> RunResult:
+def run(sweep: Any, tmp_path: Path) -> RunResult:
     """A recorded H200 sweep as a finished run in the server's runs folder (2 variants x 3
     configs); the triton variant's output check failed on the largest config."""
     bad = OutputCheck(
-        variant=sweep_variants()[0],
+        variant=sweep.variants()[0],
         config_index=2,
         config={"n": 1048576},
         ok=False,
         max_abs_err=1.0,
         message="mismatch",
     )
-    return sweep_run(tmp_path, checks=[bad])
+    return sweep.run(tmp_path, checks=[bad])
 
 
 def _validate(result: CallToolResult, schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -265,8 +268,8 @@ async def test_get_run_views(server: MCPServer, run: RunResult) -> None:
     assert "not in run" in _error(bad_metric)
 
 
-async def test_compare_variants_from_a_run(server: MCPServer, run: RunResult) -> None:
-    cand, base = sweep_variants()
+async def test_compare_variants_from_a_run(sweep: Any, server: MCPServer, run: RunResult) -> None:
+    cand, base = sweep.variants()
     async with Client(server) as client:
         tools = await _schemas(client)
         data = _validate(
@@ -347,7 +350,7 @@ def fake_profile(
         return run
 
     # The stand-in needs no ncu: let the server go past its ncu check.
-    monkeypatch.setattr("nsight_agent.collection.ncu.find_ncu", lambda: "/usr/bin/true")
+    monkeypatch.setattr("nsight_agent.engine.ncu.find_ncu", lambda: "/usr/bin/true")
     monkeypatch.setattr(pipeline, "profile", profile)
     yield lambda: seen["cancel"]
 
@@ -386,8 +389,8 @@ async def test_cancellation_sets_the_pipeline_cancel_event(
 
 
 def test_compact_contract_of_the_server_module() -> None:
-    # The server keeps no shaping of its own: the models come from summarize.
-    assert server_module.summarize.ProfileSummary.__module__ == "nsight_agent.summarize"
+    # The server keeps no shaping of its own: the models come from the views.
+    assert tools_profile.run_views.ProfileSummary.__module__ == "nsight_agent.views.runs"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from nsight_agent.request import TIME_METRIC
+
 Precision = Literal[
     "fp64",
     "fp32",
@@ -45,7 +47,7 @@ class ActionLike(Protocol):
 # ---------------------------------------------------------------------------------------------
 # Metric names and the sections that collect them
 
-DURATION = "gpu__time_duration.sum"
+DURATION = TIME_METRIC
 SM_THROUGHPUT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 MEM_THROUGHPUT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 DRAM_THROUGHPUT = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"

@@ -1,0 +1,435 @@
+"""The nsight-python API: ``analyze.kernel`` profiles a function over configs, ``analyze.plot``
+draws the result.
+
+Calling a decorated function runs its configs in ONE child process under ncu
+(``collection.child``), reads the report and returns ``ProfileResults``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import pickle
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, overload
+
+from nsight_agent.api.results import ProfileResults
+from nsight_agent.catalog import metrics as catalog
+from nsight_agent.engine import extract as extraction
+from nsight_agent.engine import measure, ncu
+from nsight_agent.engine.child import ChildSpec, ImportStop, in_child
+from nsight_agent.engine.thermal import ThermalMode
+from nsight_agent.errors import InvalidRequestError
+from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
+
+Verbosity = Literal["quiet", "progress", "verbose"]
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    configs: tuple[Any, ...] | None = None
+    runs: int = 1
+    metrics: tuple[str, ...] = (TIME_METRIC,)
+    derive_metric: Callable[..., Any] | None = None
+    normalize_against: str | None = None
+    ignore_kernel_list: tuple[str, ...] = ()
+    combine_kernel_metrics: Callable[[float, float], float] | None = None
+    replay_mode: ReplayMode = "kernel"
+    cache_control: CacheControl = "all"
+    clock_control: ClockControl = "none"
+    thermal_mode: ThermalMode = "auto"
+    thermal_wait: int | None = None
+    thermal_cont: int | None = None
+    thermal_timeout: float | None = None
+    output_prefix: str | None = None
+    output_csv: bool = False
+    verbosity: Verbosity = "progress"
+    timeout: float = DEFAULT_TIMEOUT_S
+
+    def check(self) -> None:
+        ncu.check_choice("verbosity", self.verbosity, Verbosity)
+        ncu.check_choice("thermal_mode", self.thermal_mode, ThermalMode)
+        if not isinstance(self.runs, int) or self.runs < 1:
+            raise InvalidRequestError(f"runs must be a positive integer; got {self.runs!r}")
+        if self.combine_kernel_metrics is not None and not callable(self.combine_kernel_metrics):
+            raise InvalidRequestError("combine_kernel_metrics must be a function of two values")
+        if self.derive_metric is not None and not callable(self.derive_metric):
+            raise InvalidRequestError("derive_metric must be callable")
+        self.ncu_options()  # checks replay/cache/clock options at decoration time
+
+    def ncu_options(self) -> ncu.NcuOptions:
+        return ncu.NcuOptions(
+            metrics=self.metrics,
+            replay_mode=self.replay_mode,
+            cache_control=self.cache_control,
+            clock_control=self.clock_control,
+        )
+
+
+def param_names(func: Callable[..., Any]) -> list[str]:
+    return [
+        p.name
+        for p in inspect.signature(func).parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+def normalize_configs(func: Callable[..., Any], configs: Iterable[Any]) -> list[tuple[Any, ...]]:
+    """Each config as a full argument tuple: scalars wrapped, trailing defaults filled."""
+    params = [
+        p
+        for p in inspect.signature(func).parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    out = []
+    for i, config in enumerate(configs):
+        values = tuple(config) if isinstance(config, (list, tuple)) else (config,)
+        if len(values) > len(params):
+            raise InvalidRequestError(
+                f"config #{i} {config!r} has {len(values)} values but {func.__name__} takes "
+                f"{len(params)} parameters ({', '.join(p.name for p in params)})."
+            )
+        missing = params[len(values) :]
+        no_default = [p.name for p in missing if p.default is inspect.Parameter.empty]
+        if no_default:
+            raise InvalidRequestError(
+                f"config #{i} {config!r} gives no value for {', '.join(no_default)}, which "
+                "have no default.",
+                "Give every parameter a value in each config, or a default in the signature.",
+            )
+        out.append(values + tuple(p.default for p in missing))
+    if not out:
+        raise InvalidRequestError("configs is empty: give at least one configuration.")
+    return out
+
+
+class ProfiledFunction:
+    """A function decorated with ``analyze.kernel``; calling it profiles it."""
+
+    def __init__(self, func: Callable[..., Any], settings: KernelSettings) -> None:
+        settings.check()
+        self.func = func
+        self.settings = settings
+        self.calls = 0
+        # updated=(): copying the wrapped object's __dict__ would overwrite our own fields.
+        functools.update_wrapper(self, func, updated=())
+
+    def __call__(self, *args: Any, configs: Iterable[Any] | None = None, **kwargs: Any) -> Any:
+        if in_child():
+            raise ImportStop()
+        s = self.settings
+        if configs is not None and s.configs is not None:
+            raise InvalidRequestError(
+                f"configs given both to @analyze.kernel and to {self.func.__name__}(); give them once."
+            )
+        chosen = configs if configs is not None else s.configs
+        if chosen is None:
+            if not args and not kwargs and param_names(self.func):
+                raise InvalidRequestError(
+                    f"No configs for {self.func.__name__}: pass configs= to @analyze.kernel or "
+                    "to the call, or call it with the arguments of one config."
+                )
+            bound = inspect.signature(self.func).bind(*args, **kwargs)
+            chosen = [
+                tuple(bound.arguments[n] for n in param_names(self.func) if n in bound.arguments)
+            ]
+        elif args or kwargs:
+            raise InvalidRequestError("Pass either configs or the arguments of one call, not both.")
+        run_id = self.calls
+        self.calls += 1
+        return profile(self.func, normalize_configs(self.func, list(chosen)), s, run_id)
+
+
+def profile(
+    func: Callable[..., Any],
+    configs: list[tuple[Any, ...]],
+    s: KernelSettings,
+    run_id: int = 0,
+) -> ProfileResults:
+    """Run ``func`` over ``configs`` under ncu in one child process and read the report."""
+    names = param_names(func)
+    if s.derive_metric is not None:
+        extraction.check_derive_signature(s.derive_metric, len(s.metrics), len(names))
+    prefix = s.output_prefix
+    if prefix is None:
+        prefix = tempfile.mkdtemp(prefix="nsight_agent_") + "/"
+    # A prefix ending in a separator is a folder; otherwise its last part starts file names.
+    (Path(prefix) if prefix.endswith(("/", "\\")) else Path(prefix).parent).mkdir(
+        parents=True, exist_ok=True
+    )
+    stem = f"{func.__name__}-{run_id}"
+
+    def path(kind: str, ext: str) -> Path:
+        return Path(f"{prefix}{kind}-{stem}.{ext}")
+
+    artifacts = {
+        "report": path("ncu-output", "ncu-rep"),
+        "ncu_log": path("ncu-output", "log"),
+        "program_output": path("program-output", "log"),
+        "manifest": path("manifest", "json"),
+    }
+    spec_path, progress_path, error_path = (
+        path("spec", "pkl"),
+        path("progress", "txt"),
+        path("error", "txt"),
+    )
+    module = sys.modules.get(func.__module__)
+    module_name = func.__module__
+    main_spec = getattr(module, "__spec__", None) if module_name == "__main__" else None
+    if main_spec is not None:
+        module_name = main_spec.name  # run as `python -m package.module`
+    spec = ChildSpec(
+        module_name=module_name,
+        module_file=getattr(module, "__file__", None),
+        qualname=func.__qualname__,
+        configs=configs,
+        runs=s.runs,
+        manifest_path=str(artifacts["manifest"]),
+        progress_path=str(progress_path),
+        error_path=str(error_path),
+        sys_path=[p for p in sys.path if p],
+        thermal_mode=s.thermal_mode,
+        thermal_wait=s.thermal_wait,
+        thermal_cont=s.thermal_cont,
+        thermal_timeout=s.thermal_timeout,
+    )
+    for stale in (progress_path, error_path, artifacts["manifest"]):
+        stale.unlink(missing_ok=True)
+    try:
+        pickled = pickle.dumps(spec)
+    except Exception as err:
+        raise InvalidRequestError(
+            f"The configs of {func.__name__} cannot be sent to the profiled process: {err}",
+            "Use plain values (numbers, strings, tuples, torch dtypes) in configs.",
+        ) from err
+    spec_path.write_bytes(pickled)
+
+    total = len(configs) * s.runs
+    say = (
+        (lambda msg: print(f"[nsight-agent] {msg}", flush=True)) if s.verbosity != "quiet" else None
+    )
+    if say:
+        say(f"profiling {func.__name__}: {len(configs)} config(s) x {s.runs} run(s) under ncu")
+    start = time.monotonic()
+    shown = [0]
+
+    def poll() -> None:
+        if say is None or not progress_path.exists():
+            return
+        done = len(progress_path.read_text().splitlines())
+        if done != shown[0]:
+            shown[0] = done
+            say(f"  {done}/{total} calls")
+
+    try:
+        ncu.collect(
+            [ncu.python_executable(), "-m", "nsight_agent.engine.entry", str(spec_path)],
+            s.ncu_options(),
+            report_path=artifacts["report"],
+            log_path=artifacts["ncu_log"],
+            output_path=artifacts["program_output"],
+            timeout=s.timeout,
+            error_path=error_path,
+            poll=poll,
+            suggest=catalog.suggestions,
+        )
+    finally:
+        if s.verbosity == "verbose":
+            for key in ("ncu_log", "program_output"):
+                if artifacts[key].exists():
+                    print(artifacts[key].read_text(errors="replace"))
+    if s.output_csv:
+        artifacts["raw_csv"] = path("profiled_data", "csv")
+        artifacts["processed_csv"] = path("processed_data", "csv")
+    results = results_from_report(artifacts, configs, names, s)
+    results.seconds = time.monotonic() - start
+    if say:
+        say(f"done in {results.seconds:.1f} s; report {artifacts['report']}")
+    return results
+
+
+def results_from_report(
+    artifacts: dict[str, Path],
+    configs: list[tuple[Any, ...]],
+    names: list[str],
+    s: KernelSettings,
+) -> ProfileResults:
+    """Report + manifest -> ProfileResults (and the CSV files when their paths are given)."""
+    done = measure.measure(
+        artifacts["report"],
+        measure.read_manifest(artifacts["manifest"]),
+        s.metrics,
+        configs,
+        names,
+        ignore_kernels=s.ignore_kernel_list,
+        combine=s.combine_kernel_metrics,
+        derive_metric=s.derive_metric,
+        normalize_against=s.normalize_against,
+        suggest=catalog.suggestions,
+    )
+    if "raw_csv" in artifacts:
+        done.raw.to_csv(artifacts["raw_csv"], index=False)
+    if "processed_csv" in artifacts:
+        done.processed.to_csv(artifacts["processed_csv"], index=False)
+    return ProfileResults(done.processed, done.raw, names, list(s.metrics), artifacts)
+
+
+@overload
+def kernel(_func: Callable[..., Any]) -> ProfiledFunction: ...
+
+
+@overload
+def kernel(
+    _func: None = None,
+    *,
+    configs: Iterable[Any] | None = None,
+    runs: int = 1,
+    metrics: Sequence[str] = (TIME_METRIC,),
+    derive_metric: Callable[..., Any] | None = None,
+    normalize_against: str | None = None,
+    ignore_kernel_list: Sequence[str] | None = None,
+    combine_kernel_metrics: Callable[[float, float], float] | None = None,
+    replay_mode: ReplayMode = "kernel",
+    cache_control: CacheControl = "all",
+    clock_control: ClockControl = "none",
+    thermal_mode: ThermalMode = "auto",
+    thermal_wait: int | None = None,
+    thermal_cont: int | None = None,
+    thermal_timeout: float | None = None,
+    output_prefix: str | None = None,
+    output_csv: bool = False,
+    verbosity: Verbosity = "progress",
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> Callable[[Callable[..., Any]], ProfiledFunction]: ...
+
+
+def kernel(
+    _func: Callable[..., Any] | None = None,
+    *,
+    configs: Iterable[Any] | None = None,
+    runs: int = 1,
+    metrics: Sequence[str] = (TIME_METRIC,),
+    derive_metric: Callable[..., Any] | None = None,
+    normalize_against: str | None = None,
+    ignore_kernel_list: Sequence[str] | None = None,
+    combine_kernel_metrics: Callable[[float, float], float] | None = None,
+    replay_mode: ReplayMode = "kernel",
+    cache_control: CacheControl = "all",
+    clock_control: ClockControl = "none",
+    thermal_mode: ThermalMode = "auto",
+    thermal_wait: int | None = None,
+    thermal_cont: int | None = None,
+    thermal_timeout: float | None = None,
+    output_prefix: str | None = None,
+    output_csv: bool = False,
+    verbosity: Verbosity = "progress",
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> ProfiledFunction | Callable[[Callable[..., Any]], ProfiledFunction]:
+    """Profile the decorated function with Nsight Compute over ``configs``.
+
+    Each config is a sequence of arguments (a scalar for a one-parameter function; trailing
+    parameters with defaults may be left out). Every config runs ``runs`` times; kernels
+    inside ``nsight_agent.annotate`` ranges are measured with ``metrics``. ``derive_metric``
+    is called with the metric values then the config and returns a value, ``(value, unit)``
+    or a dict of them. ``normalize_against`` divides by that annotation's AvgValue.
+    ``combine_kernel_metrics`` folds several kernels of one annotation into one value;
+    ``ignore_kernel_list`` drops kernels by name. ``replay_mode``, ``cache_control`` and
+    ``clock_control`` are ncu's options of those names; ``thermal_mode`` pauses between calls
+    while the GPU is near throttling. ``output_prefix`` places the artifacts (report, logs,
+    CSVs with ``output_csv``); ``verbosity`` is quiet, progress or verbose.
+    """
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    settings = KernelSettings(
+        configs=tuple(configs) if configs is not None else None,
+        runs=runs,
+        metrics=tuple(m.strip() for m in metrics),
+        derive_metric=derive_metric,
+        normalize_against=normalize_against,
+        ignore_kernel_list=tuple(ignore_kernel_list or ()),
+        combine_kernel_metrics=combine_kernel_metrics,
+        replay_mode=replay_mode,
+        cache_control=cache_control,
+        clock_control=clock_control,
+        thermal_mode=thermal_mode,
+        thermal_wait=thermal_wait,
+        thermal_cont=thermal_cont,
+        thermal_timeout=thermal_timeout,
+        output_prefix=output_prefix,
+        output_csv=output_csv,
+        verbosity=verbosity,
+        timeout=timeout,
+    )
+    if _func is not None:
+        return ProfiledFunction(_func, settings)
+    return lambda func: ProfiledFunction(func, settings)
+
+
+class PlottedFunction:
+    """``analyze.plot`` around a profiled function: plots each result and returns it."""
+
+    def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
+        self.func = func
+        self.options = options
+        functools.update_wrapper(self, func, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        results = self.func(*args, **kwargs)
+        if not isinstance(results, ProfileResults):
+            raise InvalidRequestError(
+                "@analyze.plot must be placed above @analyze.kernel (it plots ProfileResults)."
+            )
+        from nsight_agent.views.plot import plot_dataframe
+
+        plot_dataframe(results.to_dataframe(), results.param_names, **self.options)
+        return results
+
+
+def plot(
+    filename: str = "plot.png",
+    *,
+    metric: str | None = None,
+    title: str = "",
+    ylabel: str | None = None,
+    annotate_points: bool = False,
+    show_aggregate: str | None = None,
+    plot_type: str = "line",
+    plot_width: int = 6,
+    plot_height: int = 4,
+    row_panels: list[str] | None = None,
+    col_panels: list[str] | None = None,
+    x_keys: list[str] | None = None,
+    print_data: bool = False,
+    variant_fields: list[str] | None = None,
+    variant_annotations: list[str] | None = None,
+    plot_callback: Callable[[Any], None] | None = None,
+) -> Callable[[Callable[..., Any]], PlottedFunction]:
+    """Plot the ProfileResults of the ``analyze.kernel`` function below it into ``filename``."""
+    options: dict[str, Any] = {
+        "filename": filename,
+        "metric": metric,
+        "title": title,
+        "ylabel": ylabel,
+        "annotate_points": annotate_points,
+        "show_aggregate": show_aggregate,
+        "plot_type": plot_type,
+        "plot_width": plot_width,
+        "plot_height": plot_height,
+        "row_panels": row_panels,
+        "col_panels": col_panels,
+        "x_keys": x_keys,
+        "print_data": print_data,
+        "variant_fields": variant_fields,
+        "variant_annotations": variant_annotations,
+        "plot_callback": plot_callback,
+    }
+    return lambda func: PlottedFunction(func, options)
+
+
+__all__ = ["ProfiledFunction", "kernel", "plot"]

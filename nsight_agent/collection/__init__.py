@@ -1,1 +1,0 @@
-"""Collection: run a Python entry once under ncu and hand back the report."""

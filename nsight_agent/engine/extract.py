@@ -1,0 +1,377 @@
+"""Extraction: ``.ncu-rep`` -> action records -> nsight-python's raw rows.
+
+Reports are read only through NVIDIA's ``ncu_report`` package. Each profiled action (a
+kernel, or a whole range under range replay) is tied to its annotation and to the call
+(config, run) that launched it by the NVTX start/end ranges open at launch time.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import socket
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ncu_report
+import pandas as pd
+
+from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
+from nsight_agent.errors import (
+    ExtractionError,
+    KernelCountMismatchError,
+    MultipleKernelsError,
+    NoKernelsProfiledError,
+    UnknownMetricError,
+)
+
+RAW_COLUMNS = [
+    "Annotation",
+    "Value",
+    "Metric",
+    "Kernel",
+    "GPU",
+    "Host",
+    "ComputeClock",
+    "MemoryClock",
+    "Unit",
+]
+
+
+@dataclass
+class ActionRecord:
+    """One profiled action, with the NVTX context it ran in."""
+
+    index: int
+    kernel: str
+    annotation: str | None
+    call: int | None
+    values: dict[str, Any]
+    units: dict[str, str]
+    gpu: str
+    compute_clock: float
+    memory_clock: float
+    nvtx: dict[str, list[str]] = field(default_factory=dict)
+
+
+def load(path: str | Path) -> Any:
+    """Open a report, with a clear error for a missing or unreadable file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ExtractionError(
+            f"No report at {p}.",
+            "Check the path; reports end in .ncu-rep and are written by ncu -o.",
+        )
+    try:
+        return ncu_report.load_report(str(p))
+    except Exception as err:
+        raise ExtractionError(
+            f"Cannot read {p} as an Nsight Compute report: {err}",
+            "Is it a complete .ncu-rep file? A report from an interrupted run may be truncated.",
+        ) from err
+
+
+def iter_actions(report: Any) -> list[Any]:
+    return [
+        report.range_by_idx(r).action_by_idx(a)
+        for r in range(report.num_ranges())
+        for a in range(report.range_by_idx(r).num_actions())
+    ]
+
+
+def nvtx_ranges(action: Any) -> dict[str, list[str]]:
+    """Domain name -> names of the start/end and push/pop ranges open at the action."""
+    state = action.nvtx_state()
+    if state is None:
+        return {}
+    found: dict[str, list[str]] = {}
+    for d in state.domains():
+        domain = state.domain_by_id(d)
+        names = [*domain.start_end_ranges(), *domain.push_pop_ranges()]
+        if names:
+            found[domain.name()] = list(names)
+    return found
+
+
+def _metric(action: Any, name: str) -> tuple[Any, str]:
+    m = action[name]
+    return m.value(), m.unit()
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_actions(
+    path: str | Path,
+    metrics: Sequence[str] | None = None,
+    suggest: Callable[[str], list[str]] | None = None,
+) -> list[ActionRecord]:
+    """Every action of the report; ``metrics=None`` reads all metrics each action holds.
+
+    ``suggest`` gives close matches for a requested metric the report lacks.
+    """
+    report = load(path)
+    records = []
+    for index, action in enumerate(iter_actions(report)):
+        available = set(action.metric_names())
+        wanted = sorted(available) if metrics is None else list(metrics)
+        missing = [m for m in wanted if m not in available]
+        if missing:
+            raise UnknownMetricError(
+                missing[0],
+                suggest(missing[0]) if suggest else [],
+                f"Metric {missing[0]!r} is not in the report for kernel {action.name()!r}: ncu "
+                "did not collect it (unknown name, or not supported on this GPU).",
+            )
+        values: dict[str, Any] = {}
+        units: dict[str, str] = {}
+        for m in wanted:
+            values[m], units[m] = _metric(action, m)
+        ranges = nvtx_ranges(action)
+        annotation = ranges.get(NVTX_DOMAIN, [None])[-1]
+        call = _call_index(ranges.get(CALL_DOMAIN, []))
+        records.append(
+            ActionRecord(
+                index=index,
+                kernel=action.name(),
+                annotation=annotation,
+                call=call,
+                values=values,
+                units=units,
+                gpu=str(_attr(action, "device__attribute_display_name", "")),
+                compute_clock=_number(_attr(action, "device__attribute_clock_rate", math.nan)),
+                memory_clock=_number(
+                    _attr(action, "device__attribute_memory_clock_rate", math.nan)
+                ),
+                nvtx=ranges,
+            )
+        )
+    return records
+
+
+def _attr(action: Any, name: str, default: Any) -> Any:
+    return action[name].value() if name in action.metric_names() else default
+
+
+def _call_index(names: list[str]) -> int | None:
+    for n in names:
+        if n.startswith("call="):
+            try:
+                return int(n.split("=", 1)[1])
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the measured function, from the manifest the runner wrote."""
+
+    call: int
+    config: int
+    run: int
+    annotations: list[str]
+    failed: list[str]
+
+
+def calls_from_manifest(manifest: Mapping[str, Any]) -> list[Call]:
+    """The calls listed in a runner's manifest (``collection.child`` or a rendered harness)."""
+    return [
+        Call(c["call"], c["config"], c["run"], c["annotations"], c["failed"])
+        for c in manifest["calls"]
+    ]
+
+
+Combine = Callable[[float, float], float]
+
+
+def group_kernels(
+    records: Sequence[ActionRecord],
+    calls: Sequence[Call],
+    ignore_kernel_list: Sequence[str] | None = None,
+    combine: Combine | None = None,
+) -> dict[str, list[tuple[Call, ActionRecord | None]]]:
+    """Annotation -> one (call, combined record) per call, in call order.
+
+    A failed annotation (``ignore_failures``) yields ``None`` for that call.
+    """
+    ignore = set(ignore_kernel_list or ())
+    by_key: dict[tuple[int, str], list[ActionRecord]] = {}
+    for rec in records:
+        if rec.annotation is None or rec.call is None or rec.kernel in ignore:
+            continue
+        by_key.setdefault((rec.call, rec.annotation), []).append(rec)
+    if not by_key:
+        raise NoKernelsProfiledError(
+            "The report holds no kernel inside an annotated range"
+            + (" once ignore_kernel_list is applied." if ignore else "."),
+            "Wrap the GPU work in `with nsight_agent.annotate(name):` and check that it launches "
+            "CUDA kernels; kernels named in ignore_kernel_list are dropped.",
+        )
+    order: list[str] = []
+    for c in calls:
+        order += [a for a in c.annotations if a not in order]
+    out: dict[str, list[tuple[Call, ActionRecord | None]]] = {}
+    for name in order:
+        runs = [c for c in calls if name in c.annotations]
+        # Runs of one config must launch the same kernels; configs may differ (a library can
+        # pick another algorithm, e.g. split-K with a reduction kernel, for another size).
+        per_config: dict[int, set[int]] = {}
+        for c in runs:
+            if name not in c.failed:
+                per_config.setdefault(c.config, set()).add(len(by_key.get((c.call, name), [])))
+        uneven = {cfg: sorted(n) for cfg, n in per_config.items() if len(n) > 1}
+        if uneven:
+            detail = "; ".join(f"config #{cfg}: {n}" for cfg, n in uneven.items())
+            raise KernelCountMismatchError(
+                f"Annotation {name!r} launched a different number of kernels in different runs "
+                f"of the same config (kernel counts seen: {detail}).",
+                "Make each run launch the same kernels (warm up autotuners and caches before the "
+                "annotated range), add helper kernels to ignore_kernel_list, or use "
+                "replay_mode='range' to measure the range as one unit.",
+            )
+        out[name] = [
+            (
+                c,
+                None
+                if name in c.failed
+                else _combine(name, by_key.get((c.call, name), []), combine),
+            )
+            for c in runs
+        ]
+    return out
+
+
+def _combine(name: str, kernels: list[ActionRecord], combine: Combine | None) -> ActionRecord:
+    if not kernels:
+        raise KernelCountMismatchError(
+            f"Annotation {name!r} launched no kernel in one of its runs.",
+            "Every run must launch the measured kernels; check for caching that skips work.",
+        )
+    if len(kernels) == 1:
+        return kernels[0]
+    if combine is None:
+        names = "\n".join(f"  - {k}" for k in dict.fromkeys(r.kernel for r in kernels))
+        raise MultipleKernelsError(
+            f"Annotation {name!r} launched {len(kernels)} kernels in one run; one is expected:\n{names}",
+            "Pass combine_kernel_metrics=lambda a, b: a + b (e.g. to sum times), add helper "
+            "kernels to ignore_kernel_list, or use replay_mode='range' to profile the range as one.",
+        )
+    first = kernels[0]
+    values = {
+        m: functools.reduce(combine, [_number(k.values[m]) for k in kernels]) for m in first.values
+    }
+    return ActionRecord(
+        index=first.index,
+        kernel=" + ".join(dict.fromkeys(k.kernel for k in kernels)),
+        annotation=first.annotation,
+        call=first.call,
+        values=values,
+        units=first.units,
+        gpu=first.gpu,
+        compute_clock=first.compute_clock,
+        memory_clock=first.memory_clock,
+        nvtx=first.nvtx,
+    )
+
+
+DeriveMetric = Callable[..., Any]
+
+
+def raw_frame(
+    grouped: Mapping[str, list[tuple[Call, ActionRecord | None]]],
+    metrics: Sequence[str],
+    configs: Sequence[tuple[Any, ...]],
+    param_names: Sequence[str],
+    derive_metric: DeriveMetric | None = None,
+) -> pd.DataFrame:
+    """nsight-python's raw frame: one row per (annotation, call, metric), derived rows last."""
+    host = socket.gethostname()
+    base: list[dict[str, Any]] = []
+    derived: list[dict[str, Any]] = []
+    units_of = _units_by_metric(grouped, metrics)
+    failed_derived: list[dict[str, Any]] = []
+    for annotation, rows in grouped.items():
+        for call, rec in rows:
+            config = configs[call.config]
+            common = {
+                "Annotation": annotation,
+                "Kernel": rec.kernel if rec else "",
+                "GPU": rec.gpu if rec else "",
+                "Host": host,
+                "ComputeClock": rec.compute_clock if rec else math.nan,
+                "MemoryClock": rec.memory_clock if rec else math.nan,
+            }
+            params = dict(zip(param_names, config))
+            values = [(_number(rec.values[m]) if rec else math.nan) for m in metrics]
+            for m, v in zip(metrics, values):
+                base.append({**common, "Value": v, "Metric": m, "Unit": units_of[m], **params})
+            if derive_metric is not None and rec is None:
+                failed_derived.append({**common, **params})
+            elif derive_metric is not None:
+                for m, v, unit in _derive(derive_metric, values, config):
+                    derived.append({**common, "Value": v, "Metric": m, "Unit": unit, **params})
+    # A failed run has no values to derive from: NaN rows under the names the others produced.
+    names = list(dict.fromkeys(row["Metric"] for row in derived))
+    if derive_metric is not None and not names:
+        names = [getattr(derive_metric, "__name__", "derived")]
+    for row in failed_derived:
+        derived += [{**row, "Value": math.nan, "Metric": n, "Unit": math.nan} for n in names]
+    columns = [*RAW_COLUMNS, *param_names]
+    frame = pd.DataFrame(base + derived)
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    frame["Value"] = frame["Value"].astype(float)
+    return frame[columns]
+
+
+def _units_by_metric(
+    grouped: Mapping[str, list[tuple[Call, ActionRecord | None]]], metrics: Sequence[str]
+) -> dict[str, str]:
+    units: dict[str, str] = {}
+    for rows in grouped.values():
+        for _, rec in rows:
+            if rec is not None:
+                for m in metrics:
+                    units.setdefault(m, rec.units.get(m, ""))
+    return {m: units.get(m, "") for m in metrics}
+
+
+def check_derive_signature(derive_metric: DeriveMetric, n_metrics: int, n_params: int) -> None:
+    params = inspect.signature(derive_metric).parameters.values()
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return
+    if len(params) != n_metrics + n_params:
+        raise TypeError(
+            f"derive_metric takes {len(params)} arguments but is called with {n_metrics} metric "
+            f"value(s) followed by the {n_params} config parameter(s): "
+            f"define it as f(<one argument per metric>, <one per parameter>)."
+        )
+
+
+def _derive(
+    derive_metric: DeriveMetric, values: list[float], config: tuple[Any, ...]
+) -> list[tuple[str, float, Any]]:
+    name = getattr(derive_metric, "__name__", "derived")
+    result = derive_metric(*values, *config)
+    if isinstance(result, Mapping):
+        return [(str(k), *_value_unit(str(k), v)) for k, v in result.items()]
+    return [(name, *_value_unit(name, result))]
+
+
+def _value_unit(name: str, value: Any) -> tuple[float, Any]:
+    if isinstance(value, tuple) and len(value) >= 2:
+        return _number(value[0]), value[1]
+    warnings.warn(
+        f"Derived metric {name!r} has no unit: return (value, unit) to set one; Unit is NaN.",
+        stacklevel=4,
+    )
+    return _number(value), math.nan

@@ -1,0 +1,121 @@
+"""Render a request into a run directory: the user's source file(s) and ``harness.py``.
+
+Templates live in the repository's top-level ``templates/`` folder (one base harness and a
+small template per language); they are found next to the package, so an installed copy
+needs that folder shipped beside it.
+"""
+
+from __future__ import annotations
+
+import pprint
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+import nsight_agent
+from nsight_agent.errors import NsightAgentError
+from nsight_agent.request import ProfileRequest
+
+TEMPLATES = {
+    "triton": "triton.py.j2",
+    "torch": "torch.py.j2",
+    "torch_compile": "torch_compile.py.j2",
+    "cuda": "cuda.py.j2",
+}
+MAIN_MODULE = "user_source"
+
+
+def template_dirs() -> list[Path]:
+    """Where templates are looked for: the checkout's ``templates/`` (source tree, editable
+    install), then the copy a wheel ships inside the package (``nsight_agent/templates``)."""
+    package = Path(nsight_agent.__file__).resolve().parent
+    return [package.parent / "templates", package / "templates"]
+
+
+def templates_dir() -> Path:
+    for folder in template_dirs():
+        if (folder / "harness.py.j2").is_file():
+            return folder
+    return template_dirs()[0]
+
+
+def environment() -> jinja2.Environment:
+    folder = templates_dir()
+    if not (folder / "harness.py.j2").is_file():
+        raise NsightAgentError(
+            "The harness templates are missing: no harness.py.j2 in "
+            + ", ".join(map(str, template_dirs())),
+            "Reinstall nsight-agent (the wheel ships nsight_agent/templates), or run from a "
+            "clone of the repository.",
+        )
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(folder)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # renders Python, not HTML
+    )
+
+
+def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """The harness's SPEC and the source files to write beside it (file name -> text)."""
+    files = {f"{MAIN_MODULE}.py": request.source}
+    variants = []
+    for i, v in enumerate(request.effective_variants()):
+        module = MAIN_MODULE
+        if v.source is not None and v.source != request.source:
+            module = f"variant_{i}"
+            files[f"{module}.py"] = v.source
+        variants.append(
+            {"name": v.name, "entry": v.entry, "module": module, "file": f"{module}.py"}
+        )
+    if request.cuda_source is not None:
+        files["kernel.cu"] = request.cuda_source
+    spec: dict[str, Any] = {
+        "language": request.language,
+        "setup_module": MAIN_MODULE,
+        "setup": request.setup,
+        "variants": variants,
+        "baseline": request.baseline_name(),
+        "configs": request.expanded_configs(),
+        "runs": request.runs,
+        "warmup": request.warmup,
+        "seed": request.seed,
+        "rtol": request.rtol,
+        "atol": request.atol,
+        "compile_options": {},
+        "cuda": {
+            "source": request.cuda_source,
+            "functions": list(request.cuda_functions),
+            "cache_dir": str(cuda_cache),
+        },
+    }
+    return spec, files
+
+
+def render(language: str, spec: dict[str, Any]) -> str:
+    """The harness program's text; checked to be valid Python."""
+    template_name = TEMPLATES[language]
+    text = (
+        environment()
+        .get_template(template_name)
+        .render(
+            language=language,
+            template_name=template_name,
+            # The spec holds only dicts, lists, str, numbers, bools and None: pformat writes
+            # them as a valid (and readable) Python literal.
+            spec_literal=pprint.pformat(spec, sort_dicts=False, width=96),
+        )
+    )
+    compile(text, "harness.py", "exec")  # a template bug fails here, not in the child
+    return text
+
+
+def write_run_files(request: ProfileRequest, run_dir: Path, cuda_cache: Path) -> Path:
+    """Write the sources and the rendered harness into ``run_dir``; return the harness path."""
+    spec, files = spec_for(request, cuda_cache)
+    for name, text in files.items():
+        (run_dir / name).write_text(text)
+    harness = run_dir / "harness.py"
+    harness.write_text(render(request.language, spec))
+    return harness

@@ -1,0 +1,226 @@
+"""Helpers the rendered harness calls: load the user's module, run its functions stage by
+stage, turn any failure into a structured error file, time nothing itself.
+
+Runs inside the harness process (cwd = the run directory), next to the user's code; the
+measurement loop itself is in the template, so a reader of ``harness.py`` sees what is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import inspect
+import json
+import os
+import random
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from nsight_agent.engine.harness.errors import SourceError
+
+ERROR_EXIT = 3
+USER_FILES: set[str] = set()
+
+
+@dataclass
+class Args:
+    preflight: bool
+    device: str
+    prefix: str
+
+
+def parse_args(argv: list[str]) -> Args:
+    parser = argparse.ArgumentParser(description="nsight-agent harness")
+    parser.add_argument("--preflight", action="store_true", help="run without the profiler")
+    parser.add_argument("--device", default=None, help="cuda (default when present) or cpu")
+    parser.add_argument("--prefix", default="", help="prefix of the files written")
+    ns = parser.parse_args(argv)
+    device = ns.device or default_device()
+    if os.environ.get("NSIGHT_AGENT_PREFLIGHT") == "1":
+        ns.preflight = True
+    return Args(bool(ns.preflight), str(device), str(ns.prefix))
+
+
+def default_device() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def user_location(exc: BaseException) -> tuple[str | None, int | None]:
+    """(file, line) of the innermost traceback frame in a user source file."""
+    if isinstance(exc, SyntaxError) and exc.filename and _is_user(exc.filename):
+        return Path(exc.filename).name, exc.lineno
+    found: tuple[str | None, int | None] = (None, None)
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if _is_user(frame.filename):
+            found = (Path(frame.filename).name, frame.lineno)
+    return found
+
+
+def _is_user(filename: str) -> bool:
+    return str(Path(filename).resolve()) in USER_FILES
+
+
+@contextlib.contextmanager
+def stage(name: str, variant: str | None = None, config_index: int | None = None) -> Iterator[None]:
+    """Turn any exception raised inside into a SourceError of stage ``name``."""
+    try:
+        yield
+    except SourceError:
+        raise
+    except Exception as exc:
+        file, line = user_location(exc)
+        message = f"{type(exc).__name__}: {exc}"
+        raise SourceError(
+            name,
+            message,
+            line=line,
+            file=file,
+            traceback=traceback.format_exc(),
+            variant=variant,
+            config_index=config_index,
+        ) from exc
+
+
+def load_user_module(name: str, path: str) -> ModuleType:
+    """Import ``path`` as module ``name`` (not as __main__); failures are stage ``import``."""
+    resolved = Path(path).resolve()
+    USER_FILES.add(str(resolved))
+    with stage("import"):
+        spec = importlib.util.spec_from_file_location(name, resolved)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def function_of(module: ModuleType, name: str, what: str) -> Callable[..., Any]:
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        defined = sorted(
+            n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+        )
+        raise SourceError(
+            "import",
+            f"the source defines no function {name!r} ({what}); callables defined: "
+            f"{', '.join(defined) or 'none'}",
+        )
+    return fn  # type: ignore[no-any-return]
+
+
+def seed_all(seed: int) -> None:
+    """Same seed before every setup call: each variant gets identical, fresh inputs."""
+    random.seed(seed)
+    with contextlib.suppress(ImportError):
+        import numpy
+
+        numpy.random.seed(seed % 2**32)
+    with contextlib.suppress(ImportError):
+        import torch
+
+        torch.manual_seed(seed)
+
+
+def build_inputs(setup: Callable[..., Any], config: dict[str, Any], device: str) -> Any:
+    """``setup(**config, device=device)``; ``device`` only if setup takes it."""
+    params = inspect.signature(setup).parameters
+    takes_device = "device" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+    return setup(**config, device=device) if takes_device else setup(**config)
+
+
+def call(entry: Callable[..., Any], inputs: Any) -> Any:
+    """A tuple is passed positionally, a dict by keyword, anything else as one argument."""
+    if isinstance(inputs, tuple):
+        return entry(*inputs)
+    if isinstance(inputs, dict):
+        return entry(**inputs)
+    return entry(inputs)
+
+
+def tensors_in(obj: Any) -> list[Any]:
+    """Every torch tensor in a (nested) tuple/list/dict."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for item in obj for t in tensors_in(item)]
+    if isinstance(obj, dict):
+        return [t for item in obj.values() for t in tensors_in(item)]
+    return []
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def call_counting_kernels(
+    entry: Callable[..., Any], inputs: Any, device: str
+) -> tuple[Any, list[str] | None]:
+    """Call ``entry``; on CUDA also list the kernels it launched (torch.profiler, CUPTI)."""
+    if not device.startswith("cuda"):
+        return call(entry, inputs), None
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = call(entry, inputs)
+        synchronize(device)
+    names = [
+        str(e.name)
+        for e in prof.events()
+        if str(getattr(e, "device_type", "")).endswith("CUDA") and not _is_copy(str(e.name))
+    ]
+    return out, names
+
+
+def _is_copy(name: str) -> bool:
+    return name.startswith(("Memcpy", "Memset", "[memory]"))
+
+
+@dataclass
+class Files:
+    """Where the harness writes: beside itself, under an optional prefix (pre-flight)."""
+
+    prefix: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def path(self, name: str) -> Path:
+        return Path(f"{self.prefix}{name}")
+
+    def write_manifest(self) -> None:
+        tmp = self.path("manifest.json.tmp")
+        tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
+        tmp.replace(self.path("manifest.json"))
+
+    def progress(self, done: int, total: int, message: str) -> None:
+        with open(self.path("progress.txt"), "a") as f:
+            f.write(f"{done}/{total} {message}\n")
+
+    def write_error(self, err: SourceError) -> None:
+        self.path("error.json").write_text(json.dumps(err.to_dict(), indent=1))
+
+
+def unexpected(exc: BaseException) -> SourceError:
+    """A failure outside any stage (a harness bug or an interrupt), still structured."""
+    file, line = user_location(exc)
+    return SourceError(
+        "entry",
+        f"{type(exc).__name__}: {exc}",
+        line=line,
+        file=file,
+        traceback=traceback.format_exc(),
+    )

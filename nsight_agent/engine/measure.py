@@ -1,0 +1,56 @@
+"""The tail every profiling path shares: report + manifest -> records -> raw -> processed.
+
+``analyze.kernel`` (the nsight-python API) and the tool pipeline both collect with
+``ncu.collect`` and then call ``measure``; only their artifact naming and what they add on top
+(derived metrics and normalisation, or output checks) differ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nsight_agent.engine import aggregate, extract
+from nsight_agent.errors import ProfiledProcessError
+
+
+@dataclass
+class Measured:
+    records: list[extract.ActionRecord]
+    raw: pd.DataFrame
+    processed: pd.DataFrame
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The runner's manifest; its absence means the profiled process died before writing it."""
+    if not path.exists():
+        raise ProfiledProcessError(1, f"The profiled process wrote no manifest at {path}.")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def measure(
+    report: Path,
+    manifest: Mapping[str, Any],
+    metrics: Sequence[str],
+    configs: Sequence[tuple[Any, ...]],
+    params: Sequence[str],
+    *,
+    ignore_kernels: Sequence[str] | None = None,
+    combine: extract.Combine | None = None,
+    derive_metric: extract.DeriveMetric | None = None,
+    normalize_against: str | None = None,
+    suggest: Callable[[str], list[str]] | None = None,
+) -> Measured:
+    """Read ``metrics`` of every kernel, tie each to its (config, run), and aggregate."""
+    calls = extract.calls_from_manifest(manifest)
+    records = extract.read_actions(report, metrics, suggest=suggest)
+    grouped = extract.group_kernels(records, calls, ignore_kernels, combine)
+    raw = extract.raw_frame(grouped, metrics, configs, params, derive_metric)
+    processed = aggregate.aggregate(raw, params, normalize_against)
+    return Measured(records, raw, processed)

@@ -1,0 +1,276 @@
+"""Build the ncu command line, run it, and turn ncu's failures into specific errors.
+
+The argv is a list (never a shell string); the profiled program writes its output to a
+file in the run directory, not a pipe; a wall-clock limit kills the whole process group.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import get_args
+
+from nsight_agent.annotation import NCU_NVTX_INCLUDE
+from nsight_agent.engine import process
+from nsight_agent.errors import (
+    CollectionTimeoutError,
+    CounterPermissionError,
+    InvalidRequestError,
+    NcuError,
+    NcuNotFoundError,
+    NoKernelsProfiledError,
+    ProfiledProcessError,
+    UnknownMetricError,
+)
+from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
+
+Suggest = Callable[[str], list[str]]
+
+PERMISSION_HINT = (
+    "ncu needs access to the GPU performance counters. Either run as root (or with sudo), or "
+    "allow all users once: put `options nvidia NVreg_RestrictProfilingToAdminUsers=0` in "
+    "/etc/modprobe.d/nvidia-profiling.conf and reboot (see "
+    "https://developer.nvidia.com/ERR_NVGPUCTRPERM). Timing without counters needs no ncu: "
+    "time the kernel with CUDA events instead."
+)
+
+
+def check_choice(name: str, value: object, literal: object) -> None:
+    """Re-check a Literal option at run time: type hints do not stop a wrong string."""
+    choices = get_args(literal)
+    if value not in choices:
+        raise InvalidRequestError(
+            f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}",
+            f"Pass {name}={choices[0]!r} (the default) or another listed value.",
+        )
+
+
+@dataclass(frozen=True)
+class NcuOptions:
+    """What to collect and how: the part of a request that becomes ncu flags."""
+
+    metrics: Sequence[str] = (TIME_METRIC,)
+    sections: Sequence[str] = ()
+    replay_mode: ReplayMode = "kernel"
+    cache_control: CacheControl = "all"
+    clock_control: ClockControl = "none"
+    nvtx_include: Sequence[str] = (NCU_NVTX_INCLUDE,)
+    extra_args: Sequence[str] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        check_choice("replay_mode", self.replay_mode, ReplayMode)
+        check_choice("cache_control", self.cache_control, CacheControl)
+        check_choice("clock_control", self.clock_control, ClockControl)
+        if not self.metrics and not self.sections:
+            raise InvalidRequestError(
+                "no metrics and no sections requested",
+                "Ask for at least one metric, e.g. gpu__time_duration.sum.",
+            )
+        for m in self.metrics:
+            if not m or m.startswith("-") or "," in m or any(c.isspace() for c in m):
+                raise InvalidRequestError(
+                    f"malformed metric name {m!r}",
+                    "Give one metric per list entry, without spaces, commas or leading dashes.",
+                )
+
+
+def find_ncu() -> str:
+    """Path of the ncu executable: $NCU, then PATH, then the usual CUDA install places."""
+    candidates = [os.environ.get("NCU", ""), shutil.which("ncu") or ""]
+    candidates += sorted(map(str, Path("/opt/nvidia/nsight-compute").glob("*/ncu")), reverse=True)
+    candidates += ["/usr/local/cuda/bin/ncu"]
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise NcuNotFoundError(
+        "Nsight Compute (ncu) was not found on PATH, in $NCU, or under /opt/nvidia/nsight-compute.",
+        "Install Nsight Compute (it ships with the CUDA toolkit) and put `ncu` on PATH, or set "
+        "NCU=/path/to/ncu. Reports (.ncu-rep) can still be read without it.",
+    )
+
+
+def build_argv(
+    ncu: str, options: NcuOptions, report_base: Path, log_path: Path, target: Sequence[str]
+) -> list[str]:
+    """The exact ncu command line for one collection run."""
+    argv = [ncu, "--force-overwrite", "--export", str(report_base), "--log-file", str(log_path)]
+    argv += ["--print-summary", "none", "--target-processes", "all"]
+    if options.nvtx_include:
+        argv.append("--nvtx")
+        for expr in options.nvtx_include:
+            argv += ["--nvtx-include", expr]
+    argv += ["--replay-mode", options.replay_mode]
+    argv += ["--cache-control", options.cache_control]
+    argv += ["--clock-control", options.clock_control]
+    if options.metrics:
+        argv += ["--metrics", ",".join(options.metrics)]
+    for section in options.sections:
+        argv += ["--section", section]
+    argv += list(options.extra_args)
+    return [*argv, *target]
+
+
+@dataclass
+class NcuRun:
+    """What one ncu invocation left behind."""
+
+    argv: list[str]
+    returncode: int
+    report_path: Path
+    log_path: Path
+    output_path: Path
+    seconds: float
+
+    def ncu_log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def program_output(self) -> str:
+        return self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
+
+
+def run(
+    argv: list[str],
+    *,
+    report_path: Path,
+    log_path: Path,
+    output_path: Path,
+    timeout: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    poll: Callable[[], None] | None = None,
+    poll_interval: float = 0.5,
+) -> NcuRun:
+    """Run ncu through the process runner; a timeout becomes ``CollectionTimeoutError``."""
+    try:
+        done = process.run_to_file(
+            argv,
+            output_path=output_path,
+            timeout=timeout,
+            cwd=cwd,
+            env=env,
+            poll=poll,
+            poll_interval=poll_interval,
+        )
+    except process.RunTimeout:
+        raise CollectionTimeoutError(
+            f"The profiled program ran past its {timeout:.0f} s limit and was killed.",
+            "A kernel may hang, or the sweep is too large for the limit: raise "
+            "timeout, profile fewer configs/runs/sections, or check the program "
+            f"alone. Its output so far is in {output_path}.",
+        ) from None
+    return NcuRun(argv, done.returncode, report_path, log_path, output_path, done.seconds)
+
+
+_ERROR = re.compile(r"^==ERROR==\s*(.*)$", re.MULTILINE)
+_METRIC_ERRORS = (
+    re.compile(r"[Ff]ailed to find metric (?:regex:)?['\"]?([A-Za-z0-9_:.\-]+)"),
+    re.compile(r"[Mm]etric ['\"]?([A-Za-z0-9_:.\-]+)['\"]? (?:is )?(?:not found|invalid|unknown)"),
+    re.compile(r"[Ii]nvalid metric(?: name)?:? ['\"]?([A-Za-z0-9_:.\-]+)"),
+)
+
+
+def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | None = None) -> None:
+    """Raise the specific error for a failed or empty ncu run; return quietly on success.
+
+    ``program_error`` is the traceback the profiled program recorded itself, if any.
+    """
+    log = run_result.ncu_log()
+    errors = _ERROR.findall(log)
+    text = "\n".join(errors)
+    if "ERR_NVGPUCTRPERM" in log:
+        raise CounterPermissionError(
+            "ncu is not permitted to read the GPU performance counters (ERR_NVGPUCTRPERM).",
+            PERMISSION_HINT,
+        )
+    for pattern in _METRIC_ERRORS:
+        m = pattern.search(text)
+        if m:
+            raise UnknownMetricError(m.group(1), suggest(m.group(1)) if suggest else [], text)
+    if (
+        program_error
+        or "application returned an error" in text
+        or (run_result.returncode != 0 and not errors)
+    ):
+        tail = program_error or _tail(run_result.program_output(), 40)
+        raise ProfiledProcessError(run_result.returncode, tail)
+    if run_result.returncode != 0 or errors:
+        raise NcuError(
+            f"ncu failed (exit code {run_result.returncode}): {text or _tail(log, 20)}",
+            f"See the ncu log {run_result.log_path} and the program output {run_result.output_path}.",
+        )
+    if "No kernels were profiled" in log or "No ranges were profiled" in log:
+        raise NoKernelsProfiledError(
+            "ncu ran the program but profiled no kernel inside an annotated range.",
+            "Wrap the GPU work to measure in `with nsight_agent.annotate(name):`; check that it "
+            "launches CUDA kernels (tensors on a CUDA device, not the CPU) and that "
+            "ignore_kernel_list does not drop them all.",
+        )
+    if not run_result.report_path.exists():
+        raise NcuError(
+            f"ncu exited cleanly but wrote no report at {run_result.report_path}.",
+            f"See the ncu log {run_result.log_path}.",
+        )
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def python_executable() -> str:
+    """The interpreter the profiled program runs in: the one running us."""
+    return sys.executable or "python3"
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The profiled program's environment: ours, with this package importable."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])
+    parts = [package_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def collect(
+    target: Sequence[str],
+    options: NcuOptions,
+    *,
+    report_path: Path,
+    log_path: Path,
+    output_path: Path,
+    timeout: float,
+    error_path: Path | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    poll: Callable[[], None] | None = None,
+    suggest: Suggest | None = None,
+) -> NcuRun:
+    """Run ``target`` once under ncu and check the outcome: the one collection path.
+
+    ``error_path`` is where the program writes its own traceback when it fails; ``suggest``
+    gives close matches for a metric name ncu rejected (the catalog stage provides it).
+    """
+    if report_path.suffix != ".ncu-rep":
+        raise InvalidRequestError(f"report path must end in .ncu-rep: {report_path}")
+    argv = build_argv(find_ncu(), options, report_path.with_suffix(""), log_path, target)
+    result = run(
+        argv,
+        report_path=report_path,
+        log_path=log_path,
+        output_path=output_path,
+        timeout=timeout,
+        cwd=cwd,
+        env=env if env is not None else child_env(),
+        poll=poll,
+    )
+    program_error = ""
+    if error_path is not None and error_path.exists():
+        program_error = error_path.read_text(errors="replace")
+    check(result, program_error=program_error, suggest=suggest)
+    return result

@@ -1,0 +1,222 @@
+"""Requests: what a tool, the CLI or a script asks the pipeline to profile (pydantic v2).
+
+Everything a request holds ends up in a rendered harness or on an ncu command line, so the
+validators refuse what could be mistaken for an option or is not a plain identifier.
+"""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Language = Literal["triton", "torch", "torch_compile", "cuda"]
+ReplayMode = Literal["kernel", "range"]
+CacheControl = Literal["all", "none"]
+ClockControl = Literal["base", "none"]
+CombineKernels = Literal["sum", "none"]
+
+# The metric every timing answer is read from: ncu's kernel duration.
+TIME_METRIC = "gpu__time_duration.sum"
+
+MAX_CONFIGS = 64
+"""Largest number of configurations one request may expand to (a grid is counted expanded)."""
+
+RESERVED_CONFIG_KEYS = frozenset({"device"})
+
+KERNEL_CONTRACT_SUMMARY = (
+    "Kernel contract (all languages): `source` is a Python module. It defines "
+    "`setup(**config, device)` that builds the inputs of one configuration and returns them "
+    "as a tuple (passed positionally), a dict (passed by keyword) or one tensor; and one or "
+    "more entry points (default `run`) that launch the work to measure on those inputs and "
+    "return its outputs (a tensor, or a tuple/list/dict of tensors). Only the entry call is "
+    "profiled: setup and warm-up run outside the measured range. `configs` is a list of "
+    "dicts, or a grid (dict of lists, expanded as a cartesian product), at most "
+    f"{MAX_CONFIGS} configurations; keys are `setup`'s parameters. Inputs come from a fixed "
+    "seed, rebuilt for every variant; every variant's outputs are compared with the "
+    "baseline's (NaN/Inf, shape or dtype differences fail). language='triton': entries launch "
+    "@triton.jit kernels; 'torch': eager PyTorch; 'torch_compile': entries are wrapped in "
+    "torch.compile and compiled during warm-up; 'cuda': `cuda_source` (or the module's "
+    "CUDA_SOURCE string) is C++/CUDA compiled with torch's load_inline, `cuda_functions` (or "
+    "CUDA_FUNCTIONS) are the C++ functions exposed, and each entry receives the compiled "
+    "extension module as its first argument: `run(ext, *inputs)`. Entries must not keep "
+    "state between calls or return cached results."
+)
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not value or not value.strip():
+        raise ValueError(f"{kind} must be a non-empty string")
+    if value.startswith("-"):
+        raise ValueError(f"{kind} {value!r} starts with '-' and could be read as an option")
+    if any(not c.isprintable() for c in value):
+        raise ValueError(f"{kind} {value!r} contains control characters")
+    return value
+
+
+def _check_identifier(kind: str, value: str) -> str:
+    if not value.isidentifier() or keyword.iskeyword(value):
+        raise ValueError(f"{kind} {value!r} is not a Python identifier")
+    return value
+
+
+class Variant(BaseModel):
+    """One implementation to measure: an entry point, in the request's source or its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Label of this variant in results (the NVTX annotation).")
+    entry: str = Field("run", description="Function of the source module to measure.")
+    source: str | None = Field(
+        None, description="Python module source of this variant; None uses the request's."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if len(v) > 64:
+            raise ValueError(f"variant name {v!r} is longer than 64 characters")
+        return _check_name("variant name", v)
+
+    @field_validator("entry")
+    @classmethod
+    def _entry(cls, v: str) -> str:
+        return _check_identifier("entry", v)
+
+
+ConfigValue = int | float | str | bool | None
+
+
+class ProfileRequest(BaseModel):
+    """Kernel source + configurations + what to collect: one profiling run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="Python module source following the kernel contract.")
+    language: Language = "triton"
+    entry: str = Field("run", description="Entry point measured when no variants are given.")
+    setup: str = Field("setup", description="Function that builds the inputs of one config.")
+    variants: list[Variant] = Field(default_factory=list)
+    baseline: str | None = Field(
+        None, description="Variant whose outputs are the reference; default the first variant."
+    )
+    configs: list[dict[str, Any]] | dict[str, list[Any]] = Field(
+        description="A list of dicts, or a grid (dict of lists) expanded as a cartesian product."
+    )
+    metrics: list[str] = Field(default_factory=lambda: [TIME_METRIC])
+    sections: list[str] = Field(default_factory=list)
+    runs: int = Field(5, ge=1, le=100)
+    warmup: int = Field(2, ge=0, le=100)
+    replay_mode: ReplayMode = "kernel"
+    cache_control: CacheControl = "all"
+    clock_control: ClockControl = "none"
+    timeout_s: float = Field(600.0, gt=0, le=24 * 3600)
+    rtol: float | None = Field(None, ge=0)
+    atol: float | None = Field(None, ge=0)
+    seed: int = 0
+    ignore_kernels: list[str] = Field(default_factory=list)
+    combine_kernels: CombineKernels = "sum"
+    cuda_source: str | None = None
+    cuda_functions: list[str] = Field(default_factory=list)
+
+    @field_validator("entry", "setup")
+    @classmethod
+    def _identifiers(cls, v: str) -> str:
+        return _check_identifier("function name", v)
+
+    @field_validator("cuda_functions")
+    @classmethod
+    def _cuda_functions(cls, v: list[str]) -> list[str]:
+        return [_check_identifier("cuda function", f) for f in v]
+
+    @field_validator("metrics", "sections", "ignore_kernels")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for item in v:
+            _check_name("name", item)
+            if "," in item:
+                raise ValueError(f"{item!r}: give one name per list entry (no commas)")
+        return v
+
+    @field_validator("configs")
+    @classmethod
+    def _configs(
+        cls, v: list[dict[str, Any]] | dict[str, list[Any]]
+    ) -> list[dict[str, Any]] | dict[str, list[Any]]:
+        expand_configs(v)  # raises ValueError with the reason
+        return v
+
+    @model_validator(mode="after")
+    def _variants(self) -> ProfileRequest:
+        names = [v.name for v in self.effective_variants()]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"variant names must be unique; repeated: {', '.join(dupes)}")
+        if self.baseline is not None and self.baseline not in names:
+            raise ValueError(
+                f"baseline {self.baseline!r} is not a variant name (variants: {', '.join(names)})"
+            )
+        if not self.metrics and not self.sections:
+            raise ValueError("ask for at least one metric or section")
+        return self
+
+    def expanded_configs(self) -> list[dict[str, Any]]:
+        """The configurations, a grid expanded (key order kept, last key varying fastest)."""
+        return expand_configs(self.configs)
+
+    def effective_variants(self) -> list[Variant]:
+        """The variants measured: the given ones, or one named after ``entry``."""
+        return list(self.variants) or [Variant(name=self.entry, entry=self.entry, source=None)]
+
+    def baseline_name(self) -> str:
+        return self.baseline or self.effective_variants()[0].name
+
+    def param_names(self) -> list[str]:
+        configs = self.expanded_configs()
+        return list(configs[0]) if configs else []
+
+
+def expand_configs(configs: list[dict[str, Any]] | dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Validate and expand ``configs``; raises ``ValueError`` saying what is wrong."""
+    if isinstance(configs, dict):
+        for key, values in configs.items():
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"grid entry {key!r} must be a non-empty list of values")
+        size = math.prod(len(v) for v in configs.values())
+        if size > MAX_CONFIGS:
+            raise ValueError(
+                f"the grid expands to {size} configurations; the limit is {MAX_CONFIGS}. "
+                "Sweep fewer values per key, or split the sweep into several requests."
+            )
+        keys = list(configs)
+        expanded = [dict(zip(keys, combo)) for combo in itertools.product(*configs.values())]
+    else:
+        expanded = [dict(c) for c in configs]
+    if not expanded:
+        raise ValueError("configs is empty: give at least one configuration")
+    if len(expanded) > MAX_CONFIGS:
+        raise ValueError(f"{len(expanded)} configurations given; the limit is {MAX_CONFIGS}")
+    keys0 = list(expanded[0])
+    for i, config in enumerate(expanded):
+        if list(config) != keys0 and set(config) != set(keys0):
+            raise ValueError(
+                f"config #{i} has keys {sorted(config)} but config #0 has {sorted(keys0)}; "
+                "every config must give the same parameters"
+            )
+        for key, value in config.items():
+            _check_identifier("config key", key)
+            if key in RESERVED_CONFIG_KEYS:
+                raise ValueError(f"config key {key!r} is reserved: the harness passes it")
+            if not isinstance(value, ConfigValue):
+                raise ValueError(
+                    f"config #{i} {key}={value!r}: values must be numbers, strings, booleans or "
+                    "null (build tensors and dtypes inside setup)"
+                )
+            if isinstance(value, str):
+                _check_name(f"config value of {key}", value)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"config #{i} {key}={value!r} is not finite")
+    return [{k: c[k] for k in keys0} for c in expanded]

@@ -1,0 +1,92 @@
+"""The MCP server: the tools of ``tools_*`` registered in one loop, shared state through the
+SDK's lifespan context, and the transports (stdio, streamable HTTP).
+
+Thin by design: tools validate, call ``nsight_agent.service`` and return view models; errors
+become ``ToolError`` in ``boundary``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp.server import MCPServer
+from mcp.types import ToolAnnotations
+
+from nsight_agent import __version__, service
+from nsight_agent.server import tools_info, tools_profile, tools_runs
+from nsight_agent.server.boundary import ServerState, lifespan_for
+from nsight_agent.views.common import ARTIFACT_URI
+
+INSTRUCTIONS = """\
+Nsight Compute (ncu) profiling of CUDA, Triton and PyTorch kernels.
+Start with device_info (can this machine profile?). profile_kernel measures one kernel over a grid
+of configs (time with spread and stability); compare_variants times several implementations
+against a baseline with a noise-aware verdict and an output check; roofline_metrics places
+kernels on this GPU's roofline and names the bound. summarize_report digests any existing
+.ncu-rep without a GPU. Every run keeps its artifacts: pass its run_id to get_run, get_run_rows,
+plot_run, compare_variants or roofline_metrics for more detail without profiling again, or read
+nsight-agent://runs/{run_id}/{artifact}. query_metrics finds metric names; list_skills/get_skill
+give curated metric bundles with a workflow."""
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+PROFILES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+# (tool function, annotations, description or None for its docstring), in listing order.
+TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
+    (tools_profile.profile_kernel, PROFILES, tools_profile.PROFILE_DOC),
+    (tools_profile.compare_variants, PROFILES, tools_profile.COMPARE_DOC),
+    (tools_profile.roofline_metrics, PROFILES, None),
+    (tools_runs.get_run, READ_ONLY, None),
+    (tools_runs.get_run_rows, READ_ONLY, None),
+    (tools_runs.plot_run, READ_ONLY, None),
+    (tools_info.summarize_report, READ_ONLY, None),
+    (tools_info.query_metrics, READ_ONLY, None),
+    (tools_info.list_skills, READ_ONLY, None),
+    (tools_info.get_skill, READ_ONLY, None),
+    (tools_info.device_info, READ_ONLY, None),
+)
+
+
+def build_server(runs_root: Path | None = None) -> MCPServer[ServerState]:
+    """A server whose runs live under ``runs_root`` (default: the pipeline's runs folder)."""
+    mcp: MCPServer[ServerState] = MCPServer(
+        "nsight-agent",
+        title="Nsight Compute profiling",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="INFO",
+        lifespan=lifespan_for(runs_root),
+    )
+    for fn, hints, description in TOOLS:
+        mcp.add_tool(fn, annotations=hints, description=description)
+    mcp.resource(
+        ARTIFACT_URI,
+        name="run-artifact",
+        description="A run's artifact: request, harness, manifest, report (.ncu-rep), ncu log, "
+        "raw/processed CSV, plot. Names are listed in each profiling answer.",
+    )(tools_runs.run_artifact)
+    # A static resource gets no context: the runs folder is bound here instead.
+    mcp.resource(
+        "nsight-agent://runs",
+        name="runs",
+        description="Run ids under the runs folder, newest first (JSON)",
+        mime_type="application/json",
+    )(functools.partial(service.list_runs_json, runs_root))
+    return mcp
+
+
+def serve(
+    transport: Literal["stdio", "streamable-http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    runs_root: Path | None = None,
+) -> None:
+    """Run the server; logs go to stderr (on stdio, stdout is the wire)."""
+    server = build_server(runs_root)
+    if transport == "stdio":
+        server.run()
+    else:
+        server.run(transport="streamable-http", host=host, port=port)

@@ -1,0 +1,124 @@
+"""The one boundary between the tools and the library: errors, results, threads, progress.
+
+Our own errors and malformed requests become ``ToolError`` (message and hint reach the
+model); mcp 2.x would turn any other exception into a bare "Error executing tool NAME".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar, cast
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, ValidationError
+
+from nsight_agent import service
+from nsight_agent.engine.pipeline import RunResult
+from nsight_agent.errors import NsightAgentError
+from nsight_agent.request import ProfileRequest
+from nsight_agent.views.common import dump
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What every tool shares, handed out through the SDK's lifespan context."""
+
+    runs_root: Path | None
+
+
+def lifespan_for(
+    runs_root: Path | None,
+) -> Callable[[MCPServer[ServerState]], contextlib.AbstractAsyncContextManager[ServerState]]:
+    @contextlib.asynccontextmanager
+    async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        yield ServerState(runs_root=runs_root)
+
+    return lifespan
+
+
+def state(ctx: Context) -> ServerState:
+    return cast(ServerState, ctx.request_context.lifespan_context)
+
+
+def validation_text(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors()[:8]:
+        where = ".".join(str(p) for p in e["loc"]) or "request"
+        parts.append(f"{where}: {e['msg']}")
+    more = f" (+{err.error_count() - 8} more)" if err.error_count() > 8 else ""
+    return "Malformed request: " + "; ".join(parts) + more
+
+
+@contextlib.contextmanager
+def tool_errors() -> Iterator[None]:
+    """Our errors and malformed requests -> ToolError with message and hint."""
+    try:
+        yield
+    except ToolError:
+        raise
+    except NsightAgentError as err:
+        raise ToolError(str(err)) from err
+    except ValidationError as err:
+        raise ToolError(validation_text(err)) from err
+
+
+def result(model: BaseModel, text: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=dump(model)
+    )
+
+
+async def thread(fn: Callable[[], T]) -> T:
+    return await anyio.to_thread.run_sync(fn)
+
+
+async def load(ctx: Context, run_id: str) -> RunResult:
+    return await thread(lambda: service.load_run(run_id, runs_root=state(ctx).runs_root))
+
+
+async def execute(request: ProfileRequest, ctx: Context) -> RunResult:
+    """The profiling use case in a worker thread, with progress and cancellation.
+
+    A cancelled call sets the pipeline's cancel event, which kills ncu's process group on
+    its next poll; the call waits (shielded) for that before it unwinds.
+    """
+    runs_root = state(ctx).runs_root
+    await ctx.report_progress(0, None, "pre-flight: running the harness once")
+    await thread(lambda: service.ncu_or_preflight(request, runs_root))
+
+    cancel = threading.Event()
+    finished = threading.Event()
+
+    def on_progress(done: int, total: int, message: str) -> None:
+        with contextlib.suppress(Exception):  # a closed session must not stop the run
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+
+    def work() -> RunResult:
+        try:
+            from nsight_agent.engine import pipeline
+
+            return pipeline.profile(
+                request, runs_root=runs_root, on_progress=on_progress, cancel=cancel
+            )
+        finally:
+            finished.set()
+
+    try:
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        cancel.set()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(finished.wait, 30.0)
+        raise

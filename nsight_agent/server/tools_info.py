@@ -1,0 +1,126 @@
+"""Tools that read without profiling: reports, metric names, skills, the device."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field
+
+from nsight_agent.catalog import metrics as metrics_catalog
+from nsight_agent.catalog import skills
+from nsight_agent.catalog.metrics import MetricInfo
+from nsight_agent.catalog.skills import SkillBundle
+from nsight_agent.engine import device
+from nsight_agent.server.boundary import result, thread, tool_errors
+from nsight_agent.views import report, text
+
+
+class MetricSearch(BaseModel):
+    """query_metrics' answer."""
+
+    query: str
+    catalog: str = Field(description="Which list answered: live ncu query or the bundled one")
+    results: list[MetricInfo]
+    note: str | None = None
+
+
+class SkillBrief(BaseModel):
+    name: str
+    description: str
+    metrics: int = Field(description="How many metrics the bundle collects")
+    sections: list[str]
+    replay_mode: str
+
+
+class SkillList(BaseModel):
+    """list_skills' answer; get_skill(name) returns one bundle with its SKILL.md workflow."""
+
+    skills: list[SkillBrief]
+
+
+async def summarize_report(
+    path: Annotated[str, Field(description="An existing .ncu-rep on the server's machine")],
+    offset: Annotated[int, Field(ge=0, description="First kernel (action) shown")] = 0,
+    limit: Annotated[int, Field(ge=1, le=200, description="Kernels shown")] = 10,
+    findings: Annotated[int, Field(ge=0, le=50, description="ncu findings per kernel")] = 3,
+    metrics: Annotated[
+        list[str] | None, Field(description="Extra metric names to show when present")
+    ] = None,
+) -> Annotated[CallToolResult, report.ReportSummary]:
+    """Compact digest of any Nsight Compute report, no GPU needed.
+
+    Per kernel: name, NVTX ranges (any domain), duration, Speed Of Light %, key metrics
+    present, roofline and bound when the report has the metrics, and ncu's findings with
+    their estimated speedups. Works on reports from any tool.
+    """
+    with tool_errors():
+        s = await thread(
+            lambda: report.summarize_report(
+                path, offset=offset, limit=limit, findings=findings, metrics=metrics or ()
+            )
+        )
+        return result(s, text.render_report(s))
+
+
+async def query_metrics(
+    query: Annotated[
+        str, Field(description="Words or a metric name, e.g. 'dram bytes' or 'l2 hit rate'")
+    ],
+    limit: Annotated[int, Field(ge=1, le=100)] = 10,
+) -> Annotated[CallToolResult, MetricSearch]:
+    """Search ncu's metric names and descriptions for this GPU (or the bundled H100/H200 list)."""
+    with tool_errors():
+        found = await thread(lambda: metrics_catalog.search_metrics(query, limit))
+        source = metrics_catalog.catalog_source()
+        s = MetricSearch(
+            query=query,
+            catalog=source.label,
+            results=found,
+            note=source.note or None,
+        )
+        lines = [f"{m.example}  ({m.type}, {m.unit or '-'}): {m.description}" for m in found]
+        return result(s, "\n".join(lines) or f"No metric matches {query!r}.")
+
+
+async def list_skills() -> Annotated[CallToolResult, SkillList]:
+    """The curated metric bundles (timing, memory, compute, occupancy, roofline, ...)."""
+    with tool_errors():
+        bundles = await thread(skills.list_skills)
+        s = SkillList(
+            skills=[
+                SkillBrief(
+                    name=b.name,
+                    description=b.description,
+                    metrics=len(b.metrics),
+                    sections=b.sections,
+                    replay_mode=b.replay_mode,
+                )
+                for b in bundles
+            ]
+        )
+        return result(s, "\n".join(f"{b.name}: {b.description}" for b in s.skills))
+
+
+async def get_skill(
+    name: Annotated[str, Field(description="A name from list_skills")],
+) -> Annotated[CallToolResult, SkillBundle]:
+    """One metric bundle: its metrics, sections, and the SKILL.md workflow (when, how, next)."""
+    with tool_errors():
+        b = await thread(lambda: skills.get_skill(name))
+        return result(b, b.skill_md)
+
+
+async def device_info(
+    probe_counters: Annotated[
+        bool,
+        Field(description="Run one tiny kernel under ncu to confirm counter access (slow)"),
+    ] = False,
+) -> Annotated[CallToolResult, device.DeviceInfo]:
+    """GPU, driver, ncu version, counter permission, SMs, clocks and peaks of this machine.
+
+    Says plainly what is unknown (e.g. on a machine without a GPU) and why.
+    """
+    with tool_errors():
+        info = await thread(lambda: device.device_info(probe=probe_counters))
+        return result(info, device.render(info))

@@ -1,0 +1,150 @@
+"""The use cases both front ends (the MCP server and the CLI) call, written once.
+
+Build and validate a request (skill bundles merged, default metric, metric and section names
+checked), profile it or, without ncu, pre-flight it and say what is missing; load a run, find
+its report, plot it. Blocking functions: the server runs them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.catalog import metrics as catalog
+from nsight_agent.catalog import skills
+from nsight_agent.diagnose import metrics as dm
+from nsight_agent.engine import ncu, pipeline
+from nsight_agent.engine.pipeline import PreflightResult, Progress, RunResult
+from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
+from nsight_agent.request import TIME_METRIC, ProfileRequest
+from nsight_agent.views.runs import param_names
+
+
+def build_request(**fields: Any) -> ProfileRequest:
+    """A validated request: ``skill`` merges its bundle, no metric means the time metric.
+
+    ``None`` values are dropped so the request's own defaults apply.
+    """
+    skill = fields.pop("skill", None)
+    metrics: list[str] = list(fields.pop("metrics", None) or [])
+    sections: list[str] = list(fields.pop("sections", None) or [])
+    if skill:
+        bundle = skills.get_skill(skill)
+        metrics = list(dict.fromkeys([*bundle.metrics, *metrics]))
+        sections = list(dict.fromkeys([*bundle.sections, *sections]))
+        fields.setdefault("replay_mode", bundle.replay_mode)
+    if not metrics and not sections:
+        metrics = [TIME_METRIC]
+    catalog.validate_metrics(metrics)
+    catalog.validate_sections(sections)
+    clean = {k: v for k, v in fields.items() if v is not None}
+    return ProfileRequest(metrics=metrics, sections=sections, **clean)
+
+
+def preflight_text(pre: PreflightResult) -> str:
+    """What the pre-flight showed, for an answer that cannot go on to ncu."""
+    ran = (
+        f"The pre-flight passed on {pre.device}: the source imports, and setup and every entry "
+        "ran on each config"
+    )
+    if pre.ok:
+        checked = ", outputs checked" if pre.checks else ""
+        return f"{ran}{checked}; only the profiler is missing."
+    wrong = "; ".join(pre.errors[:3]) + (" ..." if len(pre.errors) > 3 else "")
+    return (
+        f"{ran}, but some outputs are wrong ({wrong}); with ncu those variants would be "
+        "profiled and reported 'incorrect'."
+    )
+
+
+def ncu_or_preflight(request: ProfileRequest, runs_root: Path | None) -> None:
+    """Return when ncu is here. Without it, run the harness once (on the CPU when there is
+    no GPU) so source errors still come first, then raise "ncu not found" with what the
+    pre-flight showed."""
+    try:
+        ncu.find_ncu()
+    except NcuNotFoundError as err:
+        pre = pipeline.preflight(request, runs_root=runs_root)
+        pipeline.raise_if_broken(pre)  # a SourceError with stage and line
+        raise NcuNotFoundError(f"{err.message} {preflight_text(pre)}", err.hint) from err
+
+
+def profile(
+    request: ProfileRequest,
+    *,
+    runs_root: Path | None = None,
+    on_progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Pre-flight, then the ncu run; without ncu, the pre-flight alone and a clear error."""
+    ncu_or_preflight(request, runs_root)
+    return pipeline.profile(request, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+
+
+def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
+    return pipeline.load_run(run_id, runs_root=runs_root)
+
+
+def list_runs(runs_root: Path | None = None, limit: int = 200) -> dict[str, Any]:
+    """Run ids under the runs folder, newest first."""
+    root = Path(runs_root or pipeline.default_runs_root())
+    dirs = sorted(
+        (d for d in root.iterdir() if d.is_dir()) if root.is_dir() else [],
+        key=lambda d: d.stat().st_mtime,
+        reverse=True,
+    )
+    return {"runs_root": str(root), "runs": [d.name for d in dirs[:limit]]}
+
+
+def list_runs_json(runs_root: Path | None = None) -> str:
+    return json.dumps(list_runs(runs_root))
+
+
+def roofline_collection() -> tuple[list[str], list[str]]:
+    """The roofline skill bundle when the skills folder is here, else diagnose's sections."""
+    try:
+        bundle = skills.get_skill("roofline")
+        return list(bundle.metrics), list(bundle.sections)
+    except NsightAgentError:
+        return [TIME_METRIC], dm.bound_sections()
+
+
+def report_of(run: RunResult) -> Path:
+    """The run's kept .ncu-rep."""
+    for key in ("report", "ncu_report", "ncu-rep"):
+        path = run.artifacts.get(key)
+        if path is not None:
+            return Path(path)
+    found = sorted(run.run_dir.glob("*.ncu-rep"))
+    if not found:
+        raise InvalidRequestError(f"Run {run.run_id} kept no .ncu-rep in {run.run_dir}.")
+    return found[0]
+
+
+def artifact_path(run: RunResult, artifact: str) -> Path | None:
+    """A named artifact of the run, or a plain file directly in its folder; None otherwise."""
+    path = run.artifacts.get(artifact)
+    if path is None:
+        candidate = run.run_dir / artifact
+        path = candidate if candidate.is_file() and candidate.parent == run.run_dir else None
+    return Path(path) if path is not None and Path(path).is_file() else None
+
+
+def plot_run(run: RunResult, metric: str | None) -> Path:
+    """A PNG of one metric of the run over its configs, kept in the run folder."""
+    from nsight_agent.views.plot import plot_dataframe, select_metric
+
+    frame = run.processed
+    chosen = select_metric(frame, metric) if metric else str(frame["Metric"].iloc[0])
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in chosen)
+    target = run.run_dir / f"plot-{safe}.png"
+    plot_dataframe(
+        frame,
+        param_names(frame),
+        filename=str(target),
+        metric=chosen,
+        title=f"run {run.run_id}",
+    )
+    return target

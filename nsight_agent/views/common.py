@@ -1,0 +1,83 @@
+"""Shared by every view: compact numbers, JSON dumps without empty fields, and paging."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from nsight_agent.errors import InvalidRequestError
+
+ARTIFACT_URI = "nsight-agent://runs/{run_id}/{artifact}"
+
+
+def sig(value: Any, digits: int = 4) -> float | None:
+    """A finite number rounded to ``digits`` significant digits; None for NaN/inf/non-numbers."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number):
+        return None
+    return float(f"{number:.{digits}g}")
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """The model as JSON-ready data without empty fields: the structured content we send."""
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+def json_size(model: BaseModel) -> int:
+    """Bytes of the compact JSON of ``dump(model)``: what an answer costs a model."""
+    return len(json.dumps(dump(model), separators=(",", ":")).encode())
+
+
+def scalar(value: Any) -> Any:
+    """A config value as plain JSON (numpy scalars -> Python, dtypes -> their name)."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        with contextlib.suppress(TypeError, ValueError):
+            value = item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+class Page(BaseModel):
+    """Where this answer sits in a longer list, and how to get the rest."""
+
+    total: int = Field(description="Items in the full list")
+    offset: int
+    limit: int
+    truncated: str | None = Field(
+        default=None, description="Set when items were left out: the call that returns them"
+    )
+
+
+def page(total: int, offset: int, limit: int, follow_up: str) -> Page:
+    """Paging info; ``follow_up`` is a format string with ``{offset}`` and ``{limit}``."""
+    if offset < 0 or limit < 1:
+        raise InvalidRequestError(
+            f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).",
+            "Start at offset=0 with a positive limit.",
+        )
+    shown_end = min(total, offset + limit)
+    note = None
+    if shown_end < total or offset > 0:
+        rest = []
+        if shown_end < total:
+            rest.append(follow_up.format(offset=shown_end, limit=limit))
+        if offset > 0:
+            rest.append(follow_up.format(offset=max(0, offset - limit), limit=limit))
+        note = (
+            f"Showing items {offset}..{max(offset, shown_end - 1)} of {total}; "
+            f"more with {' or '.join(rest)}."
+        )
+    return Page(total=total, offset=offset, limit=limit, truncated=note)

@@ -1,0 +1,228 @@
+"""Comparison of variants against a baseline: per-config verdicts from 95% intervals, and an
+overall verdict per variant. No speedup is ever claimed for an incorrect variant."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from nsight_agent.errors import InvalidRequestError
+from nsight_agent.request import TIME_METRIC
+from nsight_agent.views.common import Page, page, sig
+from nsight_agent.views.runs import (
+    RunLike,
+    artifact_names,
+    checks_by,
+    config_index,
+    config_list,
+    denormalized,
+    param_names,
+    run_warnings,
+    variant_names,
+)
+
+Verdict = Literal["baseline", "faster", "slower", "within_noise", "incorrect", "no_data"]
+
+VERDICT_RULE = (
+    "speedup = baseline mean time / variant mean time. 'faster' (or 'slower') when the 95% "
+    "confidence intervals of the two mean times (mean ± 1.96·std/√n) do not overlap; "
+    "'within_noise' when they overlap or a side has fewer than 2 runs; 'incorrect' when the "
+    "variant's output check failed, whatever its time; 'no_data' when it was not measured."
+)
+
+
+class VariantTiming(BaseModel):
+    time: float | None = Field(default=None, description="Mean of the time metric")
+    rsd_pct: float | None = None
+    speedup: float | None = Field(default=None, description="baseline time / this time")
+    verdict: Verdict
+    check: str | None = Field(
+        default=None, description="Why the output check failed (max errors), when it did"
+    )
+
+
+class CompareConfig(BaseModel):
+    config_index: int
+    config: dict[str, Any]
+    variants: dict[str, VariantTiming]
+
+
+class VariantOverall(BaseModel):
+    geomean_speedup: float | None = Field(default=None, description="Over the configs measured")
+    verdict: Literal[
+        "faster", "slower", "within_noise", "mixed", "incorrect", "baseline", "no_data"
+    ]
+    configs_faster: int = 0
+    configs_slower: int = 0
+
+
+class CompareSummary(BaseModel):
+    """compare_variants' answer: per config each variant's time and a noise-aware verdict."""
+
+    run_id: str
+    metric: str
+    unit: str | None = None
+    baseline: str
+    rule: str = Field(description="How verdicts are decided")
+    overall: dict[str, VariantOverall]
+    page: Page
+    configs: list[CompareConfig]
+    warnings: list[str] | None = None
+    artifacts: list[str] | None = None
+    seconds: float | None = None
+
+
+def _verdict(v: Mapping[str, Any], b: Mapping[str, Any]) -> Verdict:
+    if sig(v.get("AvgValue")) is None or sig(b.get("AvgValue")) is None:
+        return "no_data"
+    lo_v, hi_v = sig(v.get("CI95_Lower"), 12), sig(v.get("CI95_Upper"), 12)
+    lo_b, hi_b = sig(b.get("CI95_Lower"), 12), sig(b.get("CI95_Upper"), 12)
+    if None in (lo_v, hi_v, lo_b, hi_b):
+        return "within_noise"
+    assert lo_v is not None and hi_v is not None and lo_b is not None and hi_b is not None
+    if hi_v < lo_b:
+        return "faster"
+    if lo_v > hi_b:
+        return "slower"
+    return "within_noise"
+
+
+def _check_text(check: Any) -> str:
+    parts = [str(getattr(check, "message", "") or "output differs from the baseline")]
+    for name in ("max_abs_err", "max_rel_err"):
+        value = sig(getattr(check, name, None), 3)
+        if value is not None:
+            parts.append(f"{name}={value}")
+    return "; ".join(parts)[:300]
+
+
+def _geomean(values: Iterable[float]) -> float | None:
+    vals = [v for v in values if v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return sig(math.exp(sum(math.log(v) for v in vals) / len(vals)))
+
+
+def compare_summary(
+    run: RunLike,
+    *,
+    baseline: str | None = None,
+    metric: str = TIME_METRIC,
+    offset: int = 0,
+    limit: int = 20,
+) -> CompareSummary:
+    """Per config: each variant's time, speedup vs the baseline and a verdict (VERDICT_RULE)."""
+    frame = denormalized(run.processed)
+    frame = frame[frame["Metric"] == metric]
+    if frame.empty:
+        raise InvalidRequestError(
+            f"Run {run.run_id} has no {metric!r} rows to compare.",
+            f"Metrics in this run: {', '.join(dict.fromkeys(run.processed['Metric']))}.",
+        )
+    variants = variant_names(frame)
+    base = baseline or getattr(run.request, "baseline", None) or variants[0]
+    if base not in variants:
+        raise InvalidRequestError(
+            f"Baseline {base!r} is not a variant of run {run.run_id}.",
+            f"Variants: {', '.join(variants)}.",
+        )
+    params = param_names(frame)
+    configs = config_list(run)
+    checks = checks_by(run)
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in frame.to_dict("records"):
+        rows[(str(row["Annotation"]), config_index(configs, row, params))] = row
+    indices = sorted({i for _, i in rows})
+    out: list[CompareConfig] = []
+    speedups: dict[str, list[float]] = {v: [] for v in variants}
+    verdicts: dict[str, list[Verdict]] = {v: [] for v in variants}
+    for idx in indices:
+        b = rows.get((base, idx), {})
+        entry: dict[str, VariantTiming] = {}
+        for name in variants:
+            r = rows.get((name, idx))
+            check = checks.get((name, idx))
+            failed = check is not None and not bool(check.ok)
+            if r is None:
+                timing = VariantTiming(time=None, verdict="incorrect" if failed else "no_data")
+            else:
+                t, tb = sig(r.get("AvgValue")), sig(b.get("AvgValue"))
+                speedup = sig(tb / t) if t and tb else None
+                verdict: Verdict = "baseline" if name == base else _verdict(r, b)
+                if failed:
+                    verdict = "incorrect"
+                if failed or name == base:
+                    speedup = None  # a wrong variant gets its time shown, never a speedup
+                timing = VariantTiming(
+                    time=t,
+                    rsd_pct=sig(r.get("RelativeStdDevPct"), 3),
+                    speedup=speedup,
+                    verdict=verdict,
+                )
+                if speedup is not None:
+                    speedups[name].append(speedup)
+            if failed:
+                timing.check = _check_text(check)
+            verdicts[name].append(timing.verdict)
+            entry[name] = timing
+        out.append(
+            CompareConfig(
+                config_index=idx,
+                config=configs[idx] if 0 <= idx < len(configs) else {},
+                variants=entry,
+            )
+        )
+    overall = {name: _overall(name == base, verdicts[name], speedups[name]) for name in variants}
+    pg = page(
+        len(out),
+        offset,
+        limit,
+        f"compare_variants(run_id={run.run_id!r}, offset={{offset}}, limit={{limit}})",
+    )
+    unit = next((str(u) for u in frame["Unit"] if isinstance(u, str) and u), None)
+    return CompareSummary(
+        run_id=run.run_id,
+        metric=metric,
+        unit=unit,
+        baseline=base,
+        rule=VERDICT_RULE,
+        overall=overall,
+        page=pg,
+        configs=out[offset : offset + limit],
+        warnings=run_warnings(run, frame) or None,
+        artifacts=artifact_names(run),
+        seconds=sig(run.seconds, 3),
+    )
+
+
+def _overall(is_base: bool, verdicts: list[Verdict], speedups: list[float]) -> VariantOverall:
+    faster = verdicts.count("faster")
+    slower = verdicts.count("slower")
+    verdict: Literal[
+        "faster", "slower", "within_noise", "mixed", "incorrect", "baseline", "no_data"
+    ]
+    if is_base:
+        verdict = "baseline"
+    elif "incorrect" in verdicts:
+        verdict = "incorrect"  # a wrong variant is never called faster
+    elif not speedups:
+        verdict = "no_data"
+    elif faster and slower:
+        verdict = "mixed"
+    elif faster and faster == len(verdicts):
+        verdict = "faster"
+    elif slower and slower == len(verdicts):
+        verdict = "slower"
+    elif faster or slower:
+        verdict = "mixed"
+    else:
+        verdict = "within_noise"
+    return VariantOverall(
+        geomean_speedup=None if is_base or verdict == "incorrect" else _geomean(speedups),
+        verdict=verdict,
+        configs_faster=faster,
+        configs_slower=slower,
+    )

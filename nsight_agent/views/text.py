@@ -1,0 +1,135 @@
+"""Renderers: short text for people and for clients that show only the text content.
+
+Builders (the other view modules) turn data into models; these turn models into text."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nsight_agent.views.compare import CompareSummary
+from nsight_agent.views.report import ReportSummary
+from nsight_agent.views.roofline import RooflineSummary
+from nsight_agent.views.runs import ProfileSummary
+
+
+def _fmt(value: float | None, unit: str | None = None) -> str:
+    if value is None:
+        return "-"
+    text = f"{value:.4g}"
+    return f"{text} {unit}" if unit else text
+
+
+def _cfg(config: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in config.items()) or "()"
+
+
+def render_report(s: ReportSummary) -> str:
+    lines = [f"{s.report}: {s.kernels_total} kernel(s) on {s.gpu or 'unknown GPU'}"]
+    for a in s.actions:
+        ranges = "; ".join(f"{d}:{'/'.join(r)}" for d, r in (a.nvtx or {}).items())
+        lines.append(
+            f"[{a.index}] {a.kernel}  {_fmt(a.duration_ns, 'ns')}  SOL compute "
+            f"{_fmt(a.sol_compute_pct)}% memory {_fmt(a.sol_memory_pct)}%"
+            + (f"  nvtx {ranges}" if ranges else "")
+        )
+        if a.roofline is not None:
+            rf = a.roofline
+            lines.append(
+                f"    {rf.bound}; {_fmt(rf.achieved_flop_per_s)} FLOP/s"
+                + (f" ({rf.dominant_precision})" if rf.dominant_precision else "")
+                + f", DRAM {_fmt(rf.dram_bytes_per_s)} B/s, {_fmt(rf.pct_of_roofline)}% of roofline"
+            )
+            lines += [f"    note: {n}" for n in (rf.notes or [])[:1]]
+        for f in a.findings or []:
+            gain = (
+                f" (~{f.speedup_pct:g}% {f.speedup_type or ''})".rstrip() if f.speedup_pct else ""
+            )
+            lines.append(f"    - {f.title}{gain}")
+    if s.page.truncated:
+        lines.append(s.page.truncated)
+    return "\n".join(lines)
+
+
+def render_profile(s: ProfileSummary) -> str:
+    lines = [f"run {s.run_id} on {s.gpu or 'unknown GPU'}; kernels: {s.kernels}"]
+    for r in s.results:
+        who = f"{r.variant} " if r.variant else ""
+        for metric, st in r.stats.items():
+            flag = "" if st.stable else " UNSTABLE"
+            ok = "" if r.correct is None else (" ok" if r.correct else " WRONG OUTPUT")
+            lines.append(
+                f"{who}{_cfg(r.config)}  {metric} = {_fmt(st.avg, s.units.get(metric))} "
+                f"± {_fmt(st.std)} (n={st.n}, rsd {_fmt(st.rsd_pct)}%){flag}{ok}"
+            )
+    lines += [f"warning: {w}" for w in s.warnings or []]
+    if s.page.truncated:
+        lines.append(s.page.truncated)
+    return "\n".join(lines)
+
+
+def render_compare(s: CompareSummary) -> str:
+    lines = [f"run {s.run_id}: {s.metric} vs baseline {s.baseline!r}"]
+    for c in s.configs:
+        parts = []
+        for name, v in c.variants.items():
+            sp = f" x{v.speedup:.3g}" if v.speedup is not None else ""
+            parts.append(f"{name} {_fmt(v.time, s.unit)}{sp} {v.verdict}")
+        lines.append(f"{_cfg(c.config)}: " + "; ".join(parts))
+    for name, o in s.overall.items():
+        if o.verdict != "baseline":
+            lines.append(f"{name}: geomean x{_fmt(o.geomean_speedup)} -> {o.verdict}")
+    lines.append(f"rule: {s.rule}")
+    lines += [f"warning: {w}" for w in s.warnings or []]
+    if s.page.truncated:
+        lines.append(s.page.truncated)
+    return "\n".join(lines)
+
+
+def render_roofline(s: RooflineSummary) -> str:
+    lines = [f"{s.report} on {s.gpu or 'unknown GPU'}; rule: {s.thresholds}"]
+    for k in s.kernels:
+        where = f"{k.variant} " if k.variant else ""
+        where += _cfg(k.config) + " " if k.config else ""
+        rf = k.roofline
+        if rf is None:
+            lines.append(f"{where}{k.kernel}: no roofline metrics in the report")
+            continue
+        lines.append(
+            f"{where}{k.kernel}: {rf.bound}; {_fmt(rf.achieved_flop_per_s)} FLOP/s of "
+            f"{_fmt(rf.peak_flop_per_s)} ({rf.dominant_precision or '-'}), DRAM "
+            f"{_fmt(rf.dram_bytes_per_s)} of {_fmt(rf.peak_dram_bytes_per_s)} B/s, AI "
+            f"{_fmt(rf.arithmetic_intensity)} FLOP/B, {_fmt(rf.pct_of_roofline)}% of roofline"
+        )
+    lines += [f"warning: {w}" for w in s.warnings or []]
+    if s.page.truncated:
+        lines.append(s.page.truncated)
+    return "\n".join(lines)
+
+
+def render_table(s: ProfileSummary) -> str:
+    """A plain table of a ProfileSummary: one line per (variant, config, metric)."""
+    header = ["variant", "config", "metric", "avg", "std", "min", "max", "n", "rsd%", "stable"]
+    rows = [header]
+    for r in s.results:
+        config = ",".join(f"{k}={v}" for k, v in r.config.items())
+        for metric, st in r.stats.items():
+            unit = s.units.get(metric, "")
+            rows.append(
+                [
+                    r.variant or "-",
+                    config,
+                    f"{metric} ({unit})" if unit else metric,
+                    *(
+                        f"{v:.4g}" if v is not None else "-"
+                        for v in (st.avg, st.std, st.min, st.max)
+                    ),
+                    str(st.n),
+                    f"{st.rsd_pct:.3g}" if st.rsd_pct is not None else "-",
+                    "yes" if st.stable else "NO",
+                ]
+            )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines += [f"warning: {w}" for w in s.warnings or []]
+    return "\n".join(lines)

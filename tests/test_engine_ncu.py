@@ -1,0 +1,297 @@
+"""ncu command lines, ncu failure diagnosis, the timeout kill and the child runner: no GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from nsight_agent.catalog import metrics as catalog
+from nsight_agent.engine import ncu
+from nsight_agent.engine.child import ChildSpec
+from nsight_agent.errors import (
+    CollectionTimeoutError,
+    CounterPermissionError,
+    InvalidRequestError,
+    NcuError,
+    NcuNotFoundError,
+    NoKernelsProfiledError,
+    ProfiledProcessError,
+    UnknownMetricError,
+)
+
+REPORT = Path("/runs/r/report")
+LOG = Path("/runs/r/ncu.log")
+TARGET = ["python3", "-m", "nsight_agent.engine.entry", "spec.pkl"]
+PREFIX = ["/usr/bin/ncu", "--force-overwrite", "--export", str(REPORT), "--log-file", str(LOG),
+          "--print-summary", "none", "--target-processes", "all",
+          "--nvtx", "--nvtx-include", "nsight_agent.scope@measure"]  # fmt: skip
+
+
+def argv(**options: object) -> list[str]:
+    return ncu.build_argv("/usr/bin/ncu", ncu.NcuOptions(**options), REPORT, LOG, TARGET)  # type: ignore[arg-type]
+
+
+def test_default_argv() -> None:
+    assert argv() == [
+        *PREFIX,
+        "--replay-mode", "kernel", "--cache-control", "all", "--clock-control", "none",
+        "--metrics", "gpu__time_duration.sum", *TARGET,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"replay_mode": "range"}, ["--replay-mode", "range"]),
+        ({"cache_control": "none"}, ["--cache-control", "none"]),
+        ({"clock_control": "base"}, ["--clock-control", "base"]),
+        ({"metrics": ["a.sum", "b.avg"]}, ["--metrics", "a.sum,b.avg"]),
+        (
+            {"sections": ["SpeedOfLight", "Occupancy"]},
+            ["--section", "SpeedOfLight", "--section", "Occupancy"],
+        ),
+    ],
+)
+def test_each_option_becomes_its_flag(options: dict[str, object], expected: list[str]) -> None:
+    full = argv(**options)
+    start = next(i for i in range(len(full)) if full[i : i + len(expected)] == expected)
+    assert full[start : start + len(expected)] == expected
+    assert full[-len(TARGET) :] == TARGET
+
+
+def test_no_nvtx_filter_when_asked() -> None:
+    full = argv(nvtx_include=())
+    assert "--nvtx" not in full and "--nvtx-include" not in full
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"replay_mode": "application"},
+        {"cache_control": "some"},
+        {"clock_control": "boost"},
+        {"metrics": []},
+        {"metrics": ["--set full"]},
+        {"metrics": ["a.sum,b.sum"]},
+    ],
+)
+def test_bad_options_are_refused(options: dict[str, object]) -> None:
+    with pytest.raises(InvalidRequestError):
+        ncu.NcuOptions(**options)  # type: ignore[arg-type]
+
+
+def test_ncu_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("NCU", str(tmp_path / "missing-ncu"))
+    monkeypatch.setattr(ncu, "Path", lambda p: tmp_path / "none")
+    with pytest.raises(NcuNotFoundError, match="not found") as err:
+        ncu.find_ncu()
+    assert "NCU=" in str(err.value)
+
+
+def test_ncu_found_through_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("NCU", str(fake))
+    assert ncu.find_ncu() == str(fake)
+
+
+def make_run(
+    tmp_path: Path, log: str, rc: int = 0, report: bool = True, output: str = ""
+) -> ncu.NcuRun:
+    (tmp_path / "ncu.log").write_text(log)
+    (tmp_path / "out.log").write_text(output)
+    if report:
+        (tmp_path / "r.ncu-rep").write_bytes(b"x")
+    return ncu.NcuRun(
+        [], rc, tmp_path / "r.ncu-rep", tmp_path / "ncu.log", tmp_path / "out.log", 1.0
+    )
+
+
+# ncu 2025.3.1's own lines, as seen on the H200 (probe/run.sh, 2026-11-29), or its documented ones.
+PERM = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on the target device 0."
+NO_KERNELS = "==PROF== Disconnected from process 484\n==WARNING== No kernels were profiled.\n"
+CRASH = "==ERROR== The application returned an error code (1).\n"
+
+
+def test_permission_error(tmp_path: Path) -> None:
+    with pytest.raises(CounterPermissionError, match="ERR_NVGPUCTRPERM") as err:
+        ncu.check(make_run(tmp_path, PERM, rc=1, report=False))
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in str(err.value)
+
+
+def test_no_kernels(tmp_path: Path) -> None:
+    with pytest.raises(NoKernelsProfiledError, match="annotate"):
+        ncu.check(make_run(tmp_path, NO_KERNELS, report=False))
+
+
+def test_crash_carries_program_traceback(tmp_path: Path) -> None:
+    run = make_run(tmp_path, CRASH, rc=1, output="line 1\nValueError: boom\n")
+    with pytest.raises(ProfiledProcessError, match="ValueError: boom") as err:
+        ncu.check(run)
+    assert err.value.returncode == 1
+    with pytest.raises(ProfiledProcessError, match="custom traceback"):
+        ncu.check(run, program_error="Traceback...\ncustom traceback")
+
+
+def test_unknown_metric_in_ncu_log(tmp_path: Path) -> None:
+    log = "==ERROR== Failed to find metric gpu__time_durationX.sum\n"
+    with pytest.raises(UnknownMetricError) as err:
+        ncu.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
+    assert err.value.metric == "gpu__time_durationX.sum"
+    assert "gpu__time_duration.sum" in err.value.suggestions
+
+
+def test_other_ncu_error_is_reported_with_its_text(tmp_path: Path) -> None:
+    log = "==ERROR== Invalid configuration for nvtx-include : nsight_agent@*/\n"
+    with pytest.raises(NcuError, match="Invalid configuration for nvtx-include"):
+        ncu.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
+
+
+def test_success_without_report_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(NcuError, match="no report"):
+        ncu.check(make_run(tmp_path, "==PROF== Report: x\n", report=False))
+    ncu.check(make_run(tmp_path, "==PROF== Report: x\n", report=True))
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    script = f"import subprocess,time; p=subprocess.Popen(['sleep','60']); open({str(pid_file)!r},'w').write(str(p.pid)); time.sleep(60)"
+    start = time.monotonic()
+    with pytest.raises(CollectionTimeoutError, match="2 s limit"):
+        ncu.run(
+            [sys.executable, "-c", script],
+            report_path=tmp_path / "r.ncu-rep",
+            log_path=tmp_path / "l.log",
+            output_path=tmp_path / "o.log",
+            timeout=2,
+            poll_interval=0.1,
+        )
+    assert time.monotonic() - start < 20
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # the kill reaches the grandchild too (it shares the group)
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("grandchild process survived the timeout")
+
+
+def test_poll_exception_stops_the_run(tmp_path: Path) -> None:
+    class Cancelled(Exception):
+        pass
+
+    def poll() -> None:
+        raise Cancelled
+
+    with pytest.raises(Cancelled):
+        ncu.run(
+            [sys.executable, "-c", "import time; time.sleep(30)"],
+            report_path=tmp_path / "r.ncu-rep", log_path=tmp_path / "l.log",
+            output_path=tmp_path / "o.log", timeout=60, poll=poll, poll_interval=0.1,
+        )  # fmt: skip
+
+
+USER_SCRIPT = textwrap.dedent(
+    """
+    import nsight_agent
+
+    @nsight_agent.analyze.kernel(configs=[1, 2], runs=2)
+    def work(n, scale=3):
+        with nsight_agent.annotate("first"):
+            sum(range(n))
+        with nsight_agent.annotate("second", ignore_failures=True):
+            if n == 2:
+                raise RuntimeError("fails for n=2")
+
+    print("module body runs")
+    work()  # an unguarded call: in the child it stops the import, nothing else runs
+    raise SystemExit("never reached in the child")
+    """
+)
+
+
+def run_child(tmp_path: Path, script: str, qualname: str) -> tuple[int, Path]:
+    user = tmp_path / "user.py"
+    user.write_text(script)
+    spec = ChildSpec(
+        module_name="__main__", module_file=str(user), qualname=qualname,
+        configs=[(1, 3), (2, 3)], runs=2, manifest_path=str(tmp_path / "m.json"),
+        progress_path=str(tmp_path / "p.txt"), error_path=str(tmp_path / "e.txt"),
+        sys_path=[str(tmp_path)], thermal_mode="off",
+    )  # fmt: skip
+    (tmp_path / "spec.pkl").write_bytes(pickle.dumps(spec))
+    proc = subprocess.run(
+        [sys.executable, "-m", "nsight_agent.engine.entry", str(tmp_path / "spec.pkl")],
+        env=ncu.child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode, tmp_path
+
+
+def test_child_runs_every_config_and_run_and_writes_the_manifest(tmp_path: Path) -> None:
+    rc, d = run_child(tmp_path, USER_SCRIPT, "work")
+    assert rc == 0, (d / "e.txt").read_text() if (d / "e.txt").exists() else ""
+    manifest = json.loads((d / "m.json").read_text())
+    calls = manifest["calls"]
+    assert [(c["config"], c["run"]) for c in calls] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(c["annotations"] == ["first", "second"] for c in calls)
+    assert [c["failed"] for c in calls] == [[], [], ["second"], ["second"]]
+    assert (d / "p.txt").read_text().splitlines() == ["1/4", "2/4", "3/4", "4/4"]
+
+
+def test_child_reports_the_users_exception(tmp_path: Path) -> None:
+    script = "def boom(n, scale):\n    raise KeyError('no such input')\n"
+    rc, d = run_child(tmp_path, script, "boom")
+    assert rc == 3
+    assert "KeyError: 'no such input'" in (d / "e.txt").read_text()
+
+
+def test_child_explains_a_function_defined_after_the_unguarded_call(tmp_path: Path) -> None:
+    script = USER_SCRIPT + "\ndef later(n, scale):\n    pass\n"
+    rc, d = run_child(tmp_path, script, "later")
+    assert rc == 3
+    assert "if __name__" in (d / "e.txt").read_text()
+
+
+def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    parent = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from nsight_agent.engine import ncu
+        d = Path({str(tmp_path)!r})
+        script = "import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)"
+        ncu.run([sys.executable, "-c", script], report_path=d / "r.ncu-rep",
+                log_path=d / "l.log", output_path=d / "o.log", timeout=60, poll_interval=0.1)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent], env=ncu.child_env())
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    proc.terminate()
+    proc.wait(timeout=30)
+    child = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail("the profiled process survived SIGTERM to its parent")

@@ -1,0 +1,343 @@
+"""The pipeline on a CPU-only machine: pre-flight of every contract example, correctness
+verdicts, the exact error of each broken source, and stopping before ncu is ever run."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.harness import cuda_build
+from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.errors import InvalidRequestError
+from nsight_agent.request import ProfileRequest, Variant
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "contract"
+needs_nvcc = pytest.mark.skipif(cuda_build.find_nvcc() is None, reason="nvcc is not installed")
+
+
+def example(name: str) -> str:
+    return (EXAMPLES / name).read_text()
+
+
+def request(source: str, language: str = "torch", **kwargs: Any) -> ProfileRequest:
+    fields: dict[str, Any] = {
+        "source": source,
+        "language": language,
+        "configs": {"n": [1000]},
+        "runs": 2,
+        "warmup": 1,
+    }
+    fields.update(kwargs)
+    return ProfileRequest.model_validate(fields)
+
+
+def preflight(req: ProfileRequest, root: Path) -> pipeline.PreflightResult:
+    return pipeline.preflight(req, runs_root=root, device="cpu")
+
+
+# --- the examples pass ------------------------------------------------------------------------
+
+
+def test_triton_example_passes_preflight_in_the_interpreter(tmp_path: Path) -> None:
+    req = request(
+        example("triton_vector_add.py"),
+        "triton",
+        configs={"n": [1000, 5000], "block_size": [256, 1024]},
+        variants=[Variant(name="torch", entry="reference"), Variant(name="triton", entry="run")],
+        baseline="torch",
+    )
+    result = preflight(req, tmp_path)
+    assert result.ok, result.errors
+    assert result.device == "cpu"
+    assert len(result.checks) == 2 * 4
+    assert all(c.ok for c in result.checks)
+    assert {c.variant for c in result.checks if c.max_abs_err == 0.0} == {"triton"}
+    assert result.kernels_per_call is None  # kernels are counted on a GPU only
+    run_dir = tmp_path / str(result.run_id)
+    for name in ("request.json", "harness.py", "user_source.py", "preflight-manifest.json"):
+        assert (run_dir / name).is_file(), name
+
+
+def test_torch_example_with_two_dtypes_passes(tmp_path: Path) -> None:
+    req = request(
+        example("torch_softmax.py"),
+        configs={"rows": [16], "cols": [300], "dtype": ["float32", "bfloat16"]},
+        variants=[Variant(name="torch"), Variant(name="manual", entry="manual_softmax")],
+    )
+    result = preflight(req, tmp_path)
+    assert result.ok, result.errors
+    assert [(c.variant, c.config["dtype"], c.ok) for c in result.checks] == [
+        ("torch", "float32", True),
+        ("manual", "float32", True),
+        ("torch", "bfloat16", True),
+        ("manual", "bfloat16", True),
+    ]
+
+
+def test_torch_compile_example_compiles_and_matches_on_cpu(tmp_path: Path) -> None:
+    """Inductor's CPU backend compiles the entries for real (about 30 s on 2 cores)."""
+    req = request(
+        example("torch_compile_gelu.py"),
+        "torch_compile",
+        variants=[Variant(name="ref", entry="reference"), Variant(name="compiled", entry="run")],
+    )
+    result = preflight(req, tmp_path)
+    assert result.ok, result.errors
+    assert [(c.variant, c.ok) for c in result.checks] == [("ref", True), ("compiled", True)]
+    harness = (tmp_path / str(result.run_id) / "harness.py").read_text()
+    assert "torch.compile(fn" in harness
+
+
+@needs_nvcc
+def test_cuda_example_compiles_with_nvcc_and_is_cached(tmp_path: Path) -> None:
+    req = request(
+        example("cuda_vector_add.py"),
+        "cuda",
+        variants=[Variant(name="torch", entry="reference"), Variant(name="cuda", entry="run")],
+    )
+    first = preflight(req, tmp_path)
+    assert first.ok, first.errors
+    assert first.notes == ["no GPU: the CUDA source was compiled, not run"]
+    assert first.cuda_build is not None and first.cuda_build["cache_hit"] is False
+    assert first.cuda_build["seconds"] > 0
+    second = preflight(req, tmp_path)
+    assert second.cuda_build is not None and second.cuda_build["cache_hit"] is True
+    assert second.cuda_build["key"] == first.cuda_build["key"]
+
+
+# --- correctness ------------------------------------------------------------------------------
+
+# Subtracts where the reference adds: profiled, but flagged wrong.
+WRONG_TRITON = (Path(__file__).parent / "fixtures" / "sources" / "wrong_triton.py").read_text()
+
+
+def test_a_wrong_variant_is_caught_per_config_with_its_errors(tmp_path: Path) -> None:
+    req = request(
+        example("triton_vector_add.py"),
+        "triton",
+        configs={"n": [100, 2000]},
+        variants=[
+            Variant(name="torch", entry="reference"),
+            Variant(name="good", entry="run"),
+            Variant(name="bad", entry="wrong", source=WRONG_TRITON),
+        ],
+    )
+    result = preflight(req, tmp_path)
+    assert not result.ok and result.stage == "check"
+    verdicts = {(c.variant, c.config_index): c for c in result.checks}
+    assert all(verdicts[("good", i)].ok for i in range(2))
+    for i in range(2):
+        bad = verdicts[("bad", i)]
+        assert not bad.ok and bad.reason == "mismatch"
+        assert bad.max_abs_err is not None and bad.max_abs_err > 0.1
+        assert bad.max_rel_err is not None and bad.max_rel_err > 0.1
+    assert len(result.errors) == 2
+    assert all("variant 'bad'" in e for e in result.errors)
+
+
+def test_tolerances_from_the_request_are_used(tmp_path: Path) -> None:
+    source = (
+        "import torch\n"
+        "def setup(n, device):\n"
+        "    return (torch.ones(n, device=device),)\n"
+        "def run(x):\n"
+        "    return x * 2\n"
+        "def close(x):\n"
+        "    return x * 2 + 1e-3\n"
+    )
+    variants = [Variant(name="ref"), Variant(name="close", entry="close")]
+    strict = preflight(request(source, variants=variants), tmp_path)
+    assert [c.ok for c in strict.checks] == [True, False]
+    loose = preflight(request(source, variants=variants, rtol=1e-3, atol=1e-3), tmp_path)
+    assert [c.ok for c in loose.checks] == [True, True]
+
+
+# --- broken sources: the exact error --------------------------------------------------------
+
+SETUP = "import torch\n\ndef setup(n, device):\n    return (torch.ones(n, device=device),)\n\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "stage", "line", "text"),
+    [
+        (SETUP + "def run(x)\n    return x\n", "import", 6, "SyntaxError"),
+        (
+            "import torch\n\ndef setup(n, device):\n    return (torch.ones(n, dtype='f32'),)\n\n"
+            "def run(x):\n    return x\n",
+            "setup",
+            4,
+            "TypeError",
+        ),
+        (SETUP + "def run(x):\n    return x.view(3, -1)\n", "entry", 7, "RuntimeError"),
+    ],
+)
+def test_broken_source_reports_stage_and_line(
+    tmp_path: Path, source: str, stage: str, line: int, text: str
+) -> None:
+    result = preflight(request(source), tmp_path)
+    assert not result.ok
+    assert (result.stage, result.line) == (stage, line)
+    assert len(result.errors) == 1
+    assert result.errors[0].startswith(f"{stage} failed (user_source.py line {line})")
+    assert text in result.errors[0]
+
+
+def test_wrong_output_shape_is_a_check_error(tmp_path: Path) -> None:
+    source = SETUP + "def run(x):\n    return x * 2\n\ndef bad(x):\n    return x[:-1] * 2\n"
+    req = request(source, variants=[Variant(name="ref"), Variant(name="bad", entry="bad")])
+    result = preflight(req, tmp_path)
+    assert not result.ok and result.stage == "check"
+    bad = result.checks[1]
+    assert (bad.variant, bad.ok, bad.reason) == ("bad", False, "shape")
+    assert bad.message == "out has shape (999,), baseline (1000,)"
+
+
+def test_kernel_counts_of_a_gpu_preflight_are_checked_per_variant_and_config() -> None:
+    # A CPU pre-flight lists no kernels (None); on a GPU the harness lists each call's kernels
+    # (tests/test_pipeline_gpu.py runs the real thing). Here: the verdict on such a manifest.
+    def call(variant: str, config: int, kernels: list[str]) -> dict[str, Any]:
+        return {"variant": variant, "config": config, "kernels": kernels}
+
+    calls = [call("run", 0, ["k"]), call("run", 0, ["k"]), call("run", 1, ["k", "k"])]
+    calls += [call("flaky", 0, ["k"]), call("flaky", 0, ["k", "add"])]
+    calls += [call("cached", 1, []), call("cached", 1, [])]
+    result = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
+    pipeline._add_check_errors(result, {"calls": calls, "checks": []})
+    assert not result.ok and result.stage == "entry"
+    assert result.errors == [
+        "variant 'flaky', config #0: the number of kernels changes between runs ([1, 2]); "
+        "warm up autotuners/caches in the first call or use replay_mode='range'",
+        "variant 'cached', config #1: the entry launched no CUDA kernel (are the tensors on "
+        "the GPU? does it return a cached result?)",
+    ]
+    clean = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
+    pipeline._add_check_errors(clean, {"calls": calls[:3], "checks": []})
+    assert clean.ok and clean.errors == []
+
+
+@needs_nvcc
+def test_cuda_compile_error_reports_the_compiler_message_and_line(tmp_path: Path) -> None:
+    cuda = "#include <torch/extension.h>\n\ntorch::Tensor twice(torch::Tensor x) {\n  return x * undefined_name;\n}\n"
+    source = SETUP + "def run(ext, x):\n    return ext.twice(x)\n"
+    req = request(source, "cuda", cuda_source=cuda, cuda_functions=["twice"])
+    result = preflight(req, tmp_path)
+    assert not result.ok
+    assert (result.stage, result.line) == ("compile", 4)
+    assert 'line 4: error: identifier "undefined_name" is undefined' in result.errors[0]
+
+
+def test_cuda_without_functions_to_expose_is_a_compile_error(tmp_path: Path) -> None:
+    req = request(SETUP + "def run(ext, x):\n    return x\n", "cuda", cuda_source="int f();\n")
+    result = preflight(req, tmp_path)
+    assert (result.ok, result.stage) == (False, "compile")
+    assert "no CUDA functions to expose" in result.errors[0]
+
+
+# --- profile(): nothing reaches ncu when the source is broken ------------------------------
+
+
+@pytest.fixture
+def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An `ncu` that records being called: profile() must stop before it."""
+    marker = tmp_path / "ncu-was-called"
+    script = tmp_path / "ncu"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("NCU", str(script))
+    return marker
+
+
+@pytest.mark.parametrize(
+    ("source", "variants", "stage"),
+    [
+        (SETUP + "def run(x)\n    return x\n", [], "import"),
+        (
+            SETUP + "def run(x):\n    return x * 2\n\ndef bad(x):\n    return x.double()\n",
+            [Variant(name="ref"), Variant(name="bad", entry="bad")],
+            "check",
+        ),
+    ],
+)
+def test_profile_stops_before_ncu_on_a_broken_source(
+    tmp_path: Path, fake_ncu: Path, source: str, variants: list[Variant], stage: str
+) -> None:
+    with pytest.raises(SourceError) as info:
+        pipeline.profile(request(source, variants=variants), runs_root=tmp_path / "runs")
+    assert info.value.stage == stage
+    assert not fake_ncu.exists()
+
+
+def test_profile_can_be_cancelled(tmp_path: Path, fake_ncu: Path) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    seen: list[tuple[int, int, str]] = []
+    with pytest.raises(pipeline.CancelledError):
+        pipeline.profile(
+            request(SETUP + "def run(x):\n    return x * 2\n"),
+            runs_root=tmp_path / "runs",
+            on_progress=lambda d, t, m: seen.append((d, t, m)),
+            cancel=cancel,
+        )
+    assert seen[0] == (0, 2, "pre-flight: running the harness once without the profiler")
+    assert not fake_ncu.exists()
+
+
+# --- runs on disk -----------------------------------------------------------------------------
+
+
+def test_default_runs_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", "/somewhere/runs")
+    assert pipeline.default_runs_root() == Path("/somewhere/runs")
+    monkeypatch.delenv("NSIGHT_AGENT_RUNS")
+    assert pipeline.default_runs_root() == Path.home() / ".cache/nsight-agent/runs"
+
+
+def test_saved_result_loads_back(tmp_path: Path) -> None:
+    run_dir = tmp_path / "20260101-000000-abcdef"
+    run_dir.mkdir()
+    req = request(SETUP + "def run(x):\n    return x\n")
+    (run_dir / "request.json").write_text(req.model_dump_json())
+    check = pipeline.OutputCheck(
+        variant="run", config_index=0, config={"n": 1000}, ok=True, message="finite"
+    )
+    frame = pd.DataFrame({"Annotation": ["run"], "n": [1000], "AvgValue": [1.5]})
+    result = pipeline.RunResult(
+        run_id=run_dir.name,
+        run_dir=run_dir,
+        request=req,
+        processed=frame,
+        raw=frame,
+        checks=[check],
+        kernels={"run": ["k"]},
+        warnings=["w"],
+        artifacts={},
+        seconds=1.25,
+    )
+    pipeline.save_result(result)
+    loaded = pipeline.load_run(run_dir.name, runs_root=tmp_path)
+    assert loaded.request == req
+    assert loaded.checks == [check]
+    assert (loaded.kernels, loaded.warnings, loaded.seconds) == ({"run": ["k"]}, ["w"], 1.25)
+    pd.testing.assert_frame_equal(loaded.processed, frame)
+    assert loaded.ok("run", 0) and not loaded.ok("other", 0)
+    assert loaded.artifacts["result"] == run_dir / "result.json"
+
+
+@pytest.mark.parametrize("run_id", ["", "../etc", "a/b", ".hidden", "missing"])
+def test_load_run_refuses_bad_or_unknown_ids(tmp_path: Path, run_id: str) -> None:
+    with pytest.raises(InvalidRequestError):
+        pipeline.load_run(run_id, runs_root=tmp_path)
+
+
+def test_preflight_needs_no_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", os.defpath)
+    monkeypatch.delenv("NCU", raising=False)
+    result = preflight(request(SETUP + "def run(x):\n    return x + 1\n"), tmp_path)
+    assert result.ok, result.errors

@@ -1,0 +1,175 @@
+"""views: compact answers from real reports (the committed H200 fixtures), no GPU needed."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import ncu_report
+import pytest
+
+from nsight_agent.engine.pipeline import OutputCheck
+from nsight_agent.errors import ExtractionError, InvalidRequestError
+from nsight_agent.views import common, compare, report, roofline, runs, text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SWEEP = FIXTURES / "engine" / "sweep"
+H200_REPORT = FIXTURES / "h200_bf16_matmul_sections.ncu-rep"
+TIME = "gpu__time_duration.sum"
+
+
+# ---------------------------------------------------------------------------------------------
+# summarize_report on the committed H200 report, checked against ncu_report read directly
+
+
+def _by_hand(path: Path) -> Any:
+    report = ncu_report.load_report(str(path))
+    return report.range_by_idx(0).action_by_idx(0)
+
+
+def test_summarize_report_values_match_ncu_report() -> None:
+    action = _by_hand(H200_REPORT)
+    s = report.summarize_report(H200_REPORT)
+    assert s.kernels_total == 1 and s.gpu == "NVIDIA H200"
+    a = s.actions[0]
+    assert a.kernel == action.name()
+    assert a.nvtx == {"nsight_agent": ["mm"]}
+    assert a.duration_ns == pytest.approx(action["gpu__time_duration.sum"].value(), rel=1e-3)
+    sm = action["sm__throughput.avg.pct_of_peak_sustained_elapsed"].value()
+    mem = action["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"].value()
+    assert a.sol_compute_pct == pytest.approx(sm, rel=1e-3)
+    assert a.sol_memory_pct == pytest.approx(mem, rel=1e-3)
+    assert a.metrics is not None
+    grid = a.metrics["launch__grid_size"]
+    assert grid.value == pytest.approx(action["launch__grid_size"].value())
+    assert a.metrics_in_report == len(action.metric_names())
+    # SOL: compute 75% > memory 59%, one of them above 60%: compute-bound by the stated rule.
+    assert a.roofline is not None and a.roofline.bound == "compute-bound"
+    peak = action["dram__bytes.sum.peak_sustained"].value()
+    clock = action["dram__cycles_elapsed.avg.per_second"].value()
+    assert a.roofline.peak_dram_bytes_per_s == pytest.approx(peak * clock, rel=1e-3)
+    # ncu's own findings, largest estimated speedup first.
+    rules = action.rule_results_as_dicts()
+    gains = [r["speedup_estimation"]["speedup"] for r in rules if r.get("speedup_estimation")]
+    assert a.findings is not None and a.findings[0].speedup_pct == pytest.approx(
+        max(gains), rel=1e-2
+    )
+    assert a.findings_total == len([r for r in rules if r.get("rule_message")])
+
+
+def test_summarize_report_other_domains_and_paging() -> None:
+    s = report.summarize_report(SWEEP / "report.ncu-rep", limit=4, findings=0)
+    rep = ncu_report.load_report(str(SWEEP / "report.ncu-rep"))
+    total = sum(rep.range_by_idx(r).num_actions() for r in range(rep.num_ranges()))
+    assert s.kernels_total == total and len(s.actions) == 4
+    assert s.page.truncated is not None and "offset=4" in s.page.truncated
+    assert s.actions[0].nvtx is not None and "nsight_agent.call" in s.actions[0].nvtx
+    assert s.actions[0].findings is None
+    last = report.summarize_report(SWEEP / "report.ncu-rep", offset=total - 1, limit=4)
+    assert [a.index for a in last.actions] == [total - 1]
+
+
+def test_summarize_report_missing_file() -> None:
+    with pytest.raises(ExtractionError, match="No report"):
+        report.summarize_report(FIXTURES / "missing.ncu-rep")
+
+
+def test_render_report_is_short_text() -> None:
+    out = text.render_report(report.summarize_report(H200_REPORT))
+    assert "nvjet" in out and "compute-bound" in out and len(out) < 1000
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs: profile and compare views
+
+
+def test_profile_summary_of_three_configs_is_compact(sweep: Any, tmp_path: Path) -> None:
+    cand, _ = sweep.variants()
+    run = sweep.run(tmp_path, variants=[cand])
+    s = runs.profile_summary(run)
+    assert [r.config for r in s.results] == [{"n": 4096}, {"n": 65536}, {"n": 1048576}]
+    first = run.processed.iloc[0]
+    st = s.results[0].stats[TIME]
+    assert st.avg == pytest.approx(first["AvgValue"], rel=1e-3)
+    assert st.n == 3 and st.stable is bool(first["StableMeasurement"])
+    kernels = sorted(set(run.processed["Kernel"]))
+    assert s.units == {TIME: "ns"} and s.kernels == {cand: kernels}
+    assert s.warnings and any("unstable" in w for w in s.warnings)
+    assert any("Clocks not locked" in w for w in s.warnings)
+    size = common.json_size(s)
+    assert size <= 1536, f"3 configs x 1 metric took {size} bytes"
+
+
+def test_profile_summary_pages_and_filters(sweep: Any, tmp_path: Path) -> None:
+    run = sweep.run(tmp_path, metrics=[TIME, "dram__bytes.sum"])
+    s = runs.profile_summary(run, metrics=["dram__bytes.sum"], limit=2)
+    assert len(s.results) == 2 and s.page.total == 6
+    assert s.page.truncated is not None and "get_run(" in s.page.truncated
+    assert set(s.results[0].stats) == {"dram__bytes.sum"}
+    assert s.results[0].variant == sweep.variants()[0]
+    with pytest.raises(InvalidRequestError, match="not in run"):
+        runs.profile_summary(run, metrics=["sm__cycles_elapsed.avg"])
+
+
+def test_compare_verdicts_follow_the_stated_rule(sweep: Any, tmp_path: Path) -> None:
+    run = sweep.run(tmp_path)
+    cand, base = sweep.variants()
+    s = compare.compare_summary(run, baseline=base)
+    assert s.baseline == base and "confidence intervals" in s.rule
+    frame = run.processed.set_index(["Annotation", "n"])
+    for c in s.configs:
+        n = c.config["n"]
+        t, b = frame.loc[(cand, n)], frame.loc[(base, n)]
+        v = c.variants[cand]
+        assert v.speedup == pytest.approx(b["AvgValue"] / t["AvgValue"], rel=1e-3)
+        if t["CI95_Upper"] < b["CI95_Lower"]:
+            assert v.verdict == "faster"
+        elif t["CI95_Lower"] > b["CI95_Upper"]:
+            assert v.verdict == "slower"
+        else:
+            assert v.verdict == "within_noise"
+        assert c.variants[base].verdict == "baseline"
+    overall = s.overall[cand]
+    speedups = [c.variants[cand].speedup or 0 for c in s.configs]
+    assert overall.geomean_speedup == pytest.approx(statistics.geometric_mean(speedups), rel=1e-3)
+    assert common.json_size(s) < 2048
+
+
+def test_incorrect_variant_is_never_faster(sweep: Any, tmp_path: Path) -> None:
+    cand, base = sweep.variants()
+    bad = OutputCheck(
+        variant=cand,
+        config_index=2,
+        config={"n": 1048576},
+        ok=False,
+        max_abs_err=0.5,
+        message="mismatch",
+    )
+    run = sweep.run(tmp_path, checks=[bad])
+    s = compare.compare_summary(run, baseline=base)
+    v = s.configs[2].variants[cand]
+    assert v.verdict == "incorrect" and v.check is not None and "max_abs_err=0.5" in v.check
+    assert s.overall[cand].verdict == "incorrect"
+    assert v.speedup is None and s.overall[cand].geomean_speedup is None  # no speedup claimed
+    assert s.configs[0].variants[cand].verdict != "incorrect"
+
+
+def test_rows_page_and_roofline_of_a_run(sweep: Any, tmp_path: Path) -> None:
+    run = sweep.run(tmp_path)
+    rows = runs.rows_page(run, "raw", offset=0, limit=5)
+    assert rows.columns[:3] == ["Annotation", "Value", "Metric"] and len(rows.rows) == 5
+    assert rows.page.total == len(run.raw) and rows.page.truncated
+    rf = roofline.roofline_summary(run.artifacts["report"], run=run, limit=100)
+    assert rf.run_id == run.run_id
+    tied = [k for k in rf.kernels if k.config is not None]
+    assert tied and {k.variant for k in tied} == set(sweep.variants())
+    assert {k.config_index for k in tied} == {0, 1, 2}
+
+
+def test_sig_and_page_helpers() -> None:
+    assert common.sig(123456.789) == 123500.0
+    assert common.sig(float("nan")) is None and common.sig("x") is None
+    assert common.page(3, 0, 10, "f({offset})").truncated is None
+    with pytest.raises(InvalidRequestError):
+        common.page(3, -1, 10, "f({offset})")
