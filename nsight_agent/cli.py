@@ -115,6 +115,41 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from nsight_agent import service
+    from nsight_agent.views import common, text
+    from nsight_agent.views.diagnosis import diagnose_report
+
+    options = {"ideal_bytes": args.ideal_bytes, "input_dtypes": args.input_dtype}
+    if args.run_id:
+        d = service.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
+    else:
+        if not args.file:
+            raise InvalidRequestError("Give a .ncu-rep, a kernel source file, or --run-id.")
+        path = Path(args.file)
+        if not path.is_file():
+            raise InvalidRequestError(f"No file at {path}.")
+        if path.suffix == ".ncu-rep":
+            d = diagnose_report(path, offset=args.offset, limit=args.limit, **options)
+        else:
+            fields = {
+                "source": path.read_text(),
+                "language": args.language,
+                "entry": args.entry,
+                "configs": parse_configs(args.config, args.grid),
+                "timeout_s": args.timeout,
+            }
+
+            def progress(done: int, total: int, message: str) -> None:
+                print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
+
+            d = service.diagnose_source(
+                fields, on_progress=progress, deep=not args.no_deep, limit=args.limit, **options
+            )
+    print(json.dumps(common.dump(d), indent=1) if args.json else text.render_diagnosis(d))
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from nsight_agent.engine import device
 
@@ -184,6 +219,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--findings", type=int, default=3, help="ncu findings per kernel")
     p.add_argument("--metrics", action="append", help="extra metrics to show when present")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "diagnose", help="why a kernel is slow: a .ncu-rep, a source file (needs ncu) or a run"
+    )
+    p.add_argument("file", nargs="?", help=".ncu-rep to read, or kernel source to profile")
+    p.add_argument("--run-id", help="diagnose an earlier run instead")
+    p.add_argument("--config", nargs="+", action="append", metavar="KEY=VALUE")
+    p.add_argument("--grid", help='JSON grid: {"M": [1024, 2048]}')
+    p.add_argument(
+        "--language", choices=["triton", "torch", "torch_compile", "cuda"], default="triton"
+    )
+    p.add_argument("--entry", default="run")
+    p.add_argument("--timeout", type=int, default=900, help="seconds")
+    p.add_argument("--no-deep", action="store_true", help="first pass only (one ncu run)")
+    p.add_argument("--ideal-bytes", type=float, help="bytes one kernel must move")
+    p.add_argument("--input-dtype", action="append", help="e.g. bfloat16 (repeatable)")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--limit", type=int, default=3, help="kernels diagnosed in full")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("doctor", help="check ncu, GPU, counter permission and packages")
     p.add_argument("--probe", action="store_true", help="profile one tiny kernel to be sure")

@@ -72,6 +72,34 @@ EXAMPLE_SOURCE = textwrap.dedent(
 )
 CONFIGS: list[dict[str, Any]] = [{"n": 1 << 20}, {"n": 1 << 22}, {"n": 1 << 24}]
 
+# A gather with a stride of 32 floats: every load of a warp touches 32 sectors for 32 useful
+# values. diagnose_kernel should name uncoalesced global access and point at the load.
+STRIDED_SOURCE = textwrap.dedent(
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def strided_copy(x_ptr, out_ptr, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        v = tl.load(x_ptr + (offs * STRIDE) % n, mask=mask)
+        tl.store(out_ptr + offs, v, mask=mask)
+
+
+    def setup(n, device="cuda"):
+        return (torch.randn(n, device=device),)
+
+
+    def run(x):
+        out = torch.empty_like(x)
+        strided_copy[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), STRIDE=32, BLOCK=1024)
+        return out
+    """
+)
+
 
 def bundled_report() -> Path:
     return Path(str(resources.files("nsight_agent") / "data" / "reports" / BUNDLED_REPORT))
@@ -122,6 +150,7 @@ async def session(out: list[dict[str, Any]]) -> bool:
         can_profile = bool((info.structured_content or {}).get("can_profile"))
         if not can_profile:
             await call("summarize_report", {"path": str(bundled_report())})
+            await call("diagnose_kernel", {"report_path": str(bundled_report())})
             await call("query_metrics", {"query": "dram bytes", "limit": 3})
             return False
 
@@ -146,6 +175,11 @@ async def session(out: list[dict[str, Any]]) -> bool:
         await call("roofline_metrics", {"source": EXAMPLE_SOURCE, "configs": CONFIGS[-1:]})
         if run_id:
             await call("get_run_rows", {"run_id": run_id, "table": "raw", "limit": 5})
+        await call("diagnose_kernel", {"source": STRIDED_SOURCE, "configs": [{"n": 1 << 24}]})
+        if run_id:
+            await call("diagnose_kernel", {"run_id": run_id, "limit": 1})
+        foreign = os.environ.get("NSIGHT_AGENT_DEMO_FOREIGN_REPORT")
+        await call("diagnose_kernel", {"report_path": foreign or str(bundled_report())})
         return True
 
 
@@ -161,8 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "No GPU profiling here: this machine has no usable NVIDIA GPU with Nsight Compute "
             "(see device_info above). What ran was real: an MCP client session over stdio, "
-            "device_info, and summarize_report on a report recorded on an H200. "
-            "profile_kernel, compare_variants and roofline_metrics need an NVIDIA GPU, its "
+            "device_info, summarize_report and diagnose_kernel on a report recorded on an H200. "
+            "profile_kernel, compare_variants, roofline_metrics and diagnose_kernel on source need an NVIDIA GPU, its "
             "driver, and ncu with access to the performance counters."
         )
     if failed:

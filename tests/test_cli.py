@@ -162,3 +162,14 @@ def test_profile_and_doctor_on_gpu(tmp_path: Path) -> None:
     proc = subprocess.run(doctor, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["counters"]["permitted"] == "yes"
+
+
+def test_diagnose_a_report(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["diagnose", str(H200_REPORT), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    top = data["kernels"][0]["diagnosis"]
+    assert top["kernel"].startswith("nvjet_sm90") and top["bound"]["bound"] == "compute-bound"
+    assert cli.main(["diagnose", str(H200_REPORT)]) == 0
+    assert "tensor roof" in capsys.readouterr().out
+    assert cli.main(["diagnose"]) != 0
+    assert "Give a .ncu-rep, a kernel source file, or --run-id" in capsys.readouterr().err

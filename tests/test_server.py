@@ -139,6 +139,27 @@ async def test_summarize_report(server: MCPServer) -> None:
     assert len(json.dumps(data, separators=(",", ":"))) < 4000
 
 
+async def test_diagnose_kernel_on_a_report_and_a_run(server: MCPServer, run: RunResult) -> None:
+    async with Client(server) as client:
+        tools = await _schemas(client)
+        on_report = await client.call_tool("diagnose_kernel", {"report_path": str(H200_REPORT)})
+        on_run = await client.call_tool("diagnose_kernel", {"run_id": run.run_id, "limit": 1})
+        nothing = await client.call_tool("diagnose_kernel", {})
+    schema = tools["diagnose_kernel"].output_schema
+    data = _validate(on_report, schema)
+    top = data["kernels"][0]["diagnosis"]
+    # The cuBLAS bf16 GEMM: compute-bound at its tensor roof, and no invented defect.
+    assert top["bound"]["bound"] == "compute-bound"
+    assert [c["id"] for c in top["causes"]] == ["compute_at_roof"]
+    assert len(json.dumps(data, separators=(",", ":"))) <= 4096
+    # The sweep run holds two kernels with only their duration: one in full, one line.
+    data = _validate(on_run, schema)
+    assert data["run_id"] == run.run_id and data["kernels_total"] == 2
+    assert len(data["kernels"]) == 1 and len(data["others"]) == 1
+    assert "SpeedOfLight" in data["kernels"][0]["diagnosis"]["deeper"]
+    assert "needs source and configs, a run_id, or a report_path" in _error(nothing)
+
+
 async def test_summarize_report_missing_path(server: MCPServer) -> None:
     async with Client(server) as client:
         result = await client.call_tool("summarize_report", {"path": "/no/such/report.ncu-rep"})

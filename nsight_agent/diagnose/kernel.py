@@ -58,6 +58,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 # What a deeper pass should add first, when absent.
 DEEPER_ORDER = (
+    dm.SOL_SECTION,
     dm.TENSOR_SECTION,
     "SourceCounters",
     "MemoryWorkloadAnalysis_Tables",

@@ -25,7 +25,8 @@ Nsight Compute (ncu) profiling of CUDA, Triton and PyTorch kernels.
 Start with device_info (can this machine profile?). profile_kernel measures one kernel over a grid
 of configs (time with spread and stability); compare_variants times several implementations
 against a baseline with a noise-aware verdict and an output check; roofline_metrics places
-kernels on this GPU's roofline and names the bound. summarize_report digests any existing
+kernels on this GPU's roofline and names the bound; diagnose_kernel names the cause of a slow
+kernel with its evidence and what to try (also on a run_id or any .ncu-rep). summarize_report digests any existing
 .ncu-rep without a GPU. Every run keeps its artifacts: pass its run_id to get_run, get_run_rows,
 plot_run, compare_variants or roofline_metrics for more detail without profiling again, or read
 nsight-agent://runs/{run_id}/{artifact}. query_metrics finds metric names; list_skills/get_skill
@@ -39,6 +40,7 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
     (tools_profile.profile_kernel, PROFILES, tools_profile.PROFILE_DOC),
     (tools_profile.compare_variants, PROFILES, tools_profile.COMPARE_DOC),
     (tools_profile.roofline_metrics, PROFILES, None),
+    (tools_profile.diagnose_kernel, PROFILES, None),
     (tools_runs.get_run, READ_ONLY, None),
     (tools_runs.get_run_rows, READ_ONLY, None),
     (tools_runs.plot_run, READ_ONLY, None),

@@ -23,7 +23,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from nsight_agent import service
-from nsight_agent.engine.pipeline import RunResult
+from nsight_agent.engine.pipeline import Progress, RunResult
 from nsight_agent.errors import NsightAgentError
 from nsight_agent.request import ProfileRequest
 from nsight_agent.views.common import dump
@@ -88,16 +88,13 @@ async def load(ctx: Context, run_id: str) -> RunResult:
     return await thread(lambda: service.load_run(run_id, runs_root=state(ctx).runs_root))
 
 
-async def execute(request: ProfileRequest, ctx: Context) -> RunResult:
-    """The profiling use case in a worker thread, with progress and cancellation.
+async def execute(ctx: Context, work: Callable[[Progress, threading.Event], T]) -> T:
+    """Blocking profiling ``work`` in a worker thread, with progress and cancellation.
 
-    A cancelled call sets the pipeline's cancel event, which kills ncu's process group on
-    its next poll; the call waits (shielded) for that before it unwinds.
+    ``work`` gets a progress callback and a cancel event; a cancelled call sets the event,
+    which kills ncu's process group on the pipeline's next poll, and waits (shielded) for
+    that before it unwinds.
     """
-    runs_root = state(ctx).runs_root
-    await ctx.report_progress(0, None, "pre-flight: running the harness once")
-    await thread(lambda: service.ncu_or_preflight(request, runs_root))
-
     cancel = threading.Event()
     finished = threading.Event()
 
@@ -105,20 +102,28 @@ async def execute(request: ProfileRequest, ctx: Context) -> RunResult:
         with contextlib.suppress(Exception):  # a closed session must not stop the run
             anyio.from_thread.run(ctx.report_progress, done, total, message)
 
-    def work() -> RunResult:
+    def run() -> T:
         try:
-            from nsight_agent.engine import pipeline
-
-            return pipeline.profile(
-                request, runs_root=runs_root, on_progress=on_progress, cancel=cancel
-            )
+            return work(on_progress, cancel)
         finally:
             finished.set()
 
+    await ctx.report_progress(0, None, "pre-flight: running the harness once")
     try:
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         cancel.set()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(finished.wait, 30.0)
         raise
+
+
+async def run_profile(request: ProfileRequest, ctx: Context) -> RunResult:
+    """One profiling request through the service layer (pre-flight only when ncu is absent)."""
+    root = state(ctx).runs_root
+    return await execute(
+        ctx,
+        lambda say, cancel: service.profile(
+            request, runs_root=root, on_progress=say, cancel=cancel
+        ),
+    )

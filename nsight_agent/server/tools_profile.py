@@ -1,4 +1,4 @@
-"""Tools that profile: profile_kernel, compare_variants, roofline_metrics.
+"""Tools that profile: profile_kernel, compare_variants, roofline_metrics, diagnose_kernel.
 
 Each validates, builds a request through the service layer, runs it (``boundary.execute``:
 worker thread, progress, cancellation) and returns a compact view model.
@@ -17,9 +17,18 @@ from nsight_agent import service
 from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY, Language
-from nsight_agent.server.boundary import execute, load, result, thread, tool_errors
+from nsight_agent.server.boundary import (
+    execute,
+    load,
+    result,
+    run_profile,
+    state,
+    thread,
+    tool_errors,
+)
 from nsight_agent.views import compare, roofline, text
 from nsight_agent.views import runs as run_views
+from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 PROFILE_DOC = (
     "Profile a kernel under Nsight Compute over a grid of configs.\n\n"
@@ -111,7 +120,7 @@ async def profile_kernel(
             ignore_kernels=ignore_kernels,
             combine_kernels=combine_kernels,
         )
-        run = await execute(request, ctx)
+        run = await run_profile(request, ctx)
         s = run_views.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s))
 
@@ -173,7 +182,7 @@ async def compare_variants(
                 clock_control=clock_control,
                 timeout_s=timeout_s,
             )
-            run = await execute(request, ctx)
+            run = await run_profile(request, ctx)
         s = compare.compare_summary(run, baseline=baseline, offset=offset, limit=limit)
         return result(s, text.render_compare(s))
 
@@ -231,9 +240,80 @@ async def roofline_metrics(
                 warmup=1,
                 timeout_s=timeout_s,
             )
-            run = await execute(request, ctx)
+            run = await run_profile(request, ctx)
             report = service.report_of(run)
         s = await thread(
             lambda: roofline.roofline_summary(report, run=run, offset=offset, limit=limit)
         )
         return result(s, text.render_roofline(s))
+
+
+async def diagnose_kernel(
+    ctx: Context,
+    source: Annotated[str | None, Field(description="Kernel source (as profile_kernel)")] = None,
+    configs: Annotated[
+        list[dict[str, Any]] | dict[str, list[Any]] | None, Field(description="Configs")
+    ] = None,
+    language: Annotated[Language, Field()] = "triton",
+    entry: Annotated[str, Field()] = "run",
+    setup: Annotated[str, Field()] = "setup",
+    run_id: Annotated[str | None, Field(description="Diagnose an earlier run's report")] = None,
+    report_path: Annotated[
+        str | None, Field(description="Or any .ncu-rep on this machine (no GPU needed)")
+    ] = None,
+    deep: Annotated[
+        bool, Field(description="Profile a second time with the sections the first pass asks for")
+    ] = True,
+    ideal_bytes: Annotated[
+        float | None,
+        Field(description="Bytes one kernel must move (inputs once + outputs once): excess check"),
+    ] = None,
+    input_dtypes: Annotated[
+        list[str] | None, Field(description="e.g. ['bfloat16']: flags slower math precision")
+    ] = None,
+    timeout_s: Annotated[int, Field(ge=10, le=3600)] = 900,
+    offset: Annotated[int, Field(ge=0, description="First kernel (by time share)")] = 0,
+    limit: Annotated[int, Field(ge=1, le=10, description="Kernels diagnosed in full")] = 3,
+) -> Annotated[CallToolResult, ReportDiagnosis]:
+    """Why is this kernel slow? The bound with its numbers, then causes ranked by estimated
+    gain, each with a fixed id (docs/DIAGNOSIS.md), 2-5 metrics with the thresholds that fired,
+    what to try and the skill that explains it; a kernel at its roof says so first.
+
+    From source (staged: a cheap first pass, then only the sections it calls for), a run_id,
+    or any .ncu-rep (report_path). Kernels by share of GPU time: the top ones in full, one
+    line for the rest.
+    """
+    with tool_errors():
+        options: dict[str, Any] = {"ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes}
+        if report_path is not None:
+            d = await thread(
+                lambda: diagnose_report(Path(report_path), offset=offset, limit=limit, **options)
+            )
+        elif run_id is not None:
+            root = state(ctx).runs_root
+            d = await thread(
+                lambda: service.diagnose_run(
+                    run_id, runs_root=root, offset=offset, limit=limit, **options
+                )
+            )
+        else:
+            if source is None or configs is None:
+                raise InvalidRequestError(
+                    "diagnose_kernel needs source and configs, a run_id, or a report_path."
+                )
+            fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
+            fields |= {"entry": entry, "setup": setup, "timeout_s": timeout_s}
+            root = state(ctx).runs_root
+            d = await execute(
+                ctx,
+                lambda say, cancel: service.diagnose_source(
+                    fields,
+                    runs_root=root,
+                    on_progress=say,
+                    cancel=cancel,
+                    deep=deep,
+                    limit=limit,
+                    **options,
+                ),
+            )
+        return result(d, text.render_diagnosis(d))

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nsight_agent.views.compare import CompareSummary
+from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary
 from nsight_agent.views.roofline import RooflineSummary
 from nsight_agent.views.runs import ProfileSummary
@@ -132,4 +133,37 @@ def render_table(s: ProfileSummary) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines += [f"warning: {w}" for w in s.warnings or []]
+    return "\n".join(lines)
+
+
+def _ns(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g} ns"
+
+
+def render_diagnosis(d: ReportDiagnosis) -> str:
+    """The headline and top causes of each kernel, then one line for the rest."""
+    lines = [f"{d.kernels_total} kernel(s) on {d.gpu or 'unknown GPU'}; {d.report}"]
+    lines += [f"  {p}" for p in d.passes or []]
+    for k in d.kernels:
+        dg = k.diagnosis
+        share = f"{k.share_pct:.3g}%" if k.share_pct is not None else "-"
+        lines.append(f"\n{dg.kernel}  ({share} of time, {_ns(dg.duration_ns)}, {k.launches}x)")
+        lines.append(f"  {dg.headline}")
+        for c in dg.causes[:3]:
+            gain = f" ~{c.gain:.0f}%" if c.gain is not None else ""
+            ev = "; ".join(f"{e.m}={e.v:.4g}" for e in c.ev[:3])
+            lines.append(f"  - {c.id}{gain}: {ev}")
+            lines += [f"      try: {a}" for a in c.actions[:2]]
+        if dg.deeper:
+            lines.append(f"  deeper pass would add: {', '.join(dg.deeper)}")
+    for o in d.others or []:
+        share = f"{o.share_pct:.3g}%" if o.share_pct is not None else "-"
+        lines.append(f"{o.kernel[:60]} ({share}): {o.headline}")
+    if d.page.truncated:
+        lines.append(d.page.truncated)
     return "\n".join(lines)
