@@ -186,6 +186,21 @@ def test_atomic_contention_only_at_low_throughput() -> None:
     assert cm.atomic_contention(context(with_(busy))) is None
 
 
+def test_atomic_contention_from_hardware_counters_and_a_hot_l2_slice() -> None:
+    one_address = {
+        cm.ATOMIC_INST_HW[1]: 262144.0,
+        cm.GLOBAL_LD_ST[0][0]: 65536.0,
+        cm.L2_ATOMIC.format("max"): 33.3,
+        cm.L2_ATOMIC.format("avg"): 0.35,
+        SM: 0.2,
+        MEM: 0.9,
+    }
+    c = fired(cm.atomic_contention(context(with_(one_address))))
+    assert c.ev[0].v == pytest.approx(80.0)
+    assert c.ev[-1].m.startswith("L2 atomic unit") and c.ev[-1].v == pytest.approx(95.1, abs=0.1)
+    assert diagnose_action(with_(one_address)).causes[0].id == "atomic_contention"
+
+
 def test_memory_latency_is_a_residual_for_latency_bound_kernels() -> None:
     waiting = {SM: 15.0, MEM: 30.0, cm.STALL_LONG_SB: 8.0, cm.WARPS_PER_ISSUE: 10.0}
     c = fired(cm.memory_latency(context(with_(waiting))))
@@ -351,6 +366,20 @@ def test_occupancy_limited_by_block_size() -> None:
     assert fired(cl.occupancy(context(with_(at_half)))).id == "occupancy_block_size"
     odd = fired(cl.occupancy(context(with_({"launch__block_size": 48.0}))))
     assert odd.id == "occupancy_block_size" and odd.note is not None
+
+
+def test_occupancy_tie_with_the_block_cap_names_the_block_size() -> None:
+    # 32-thread blocks: 32 blocks/SM by the hardware cap and by the 1 KB driver carveout.
+    small_blocks = {
+        **OCC,
+        "launch__block_size": 32.0,
+        "sm__maximum_warps_per_active_cycle_pct": 50.0,
+        "launch__occupancy_limit_blocks": 32.0,
+        "launch__occupancy_limit_shared_mem": 32.0,
+        "launch__occupancy_limit_registers": 64.0,
+        "launch__occupancy_limit_warps": 64.0,
+    }
+    assert fired(cl.occupancy(context(with_(small_blocks)))).id == "occupancy_block_size"
 
 
 def test_no_occupancy_cause_when_high_or_no_looser_limit() -> None:

@@ -84,6 +84,10 @@ RELIEVES: dict[CauseId, tuple[CauseId, ...]] = {
 # Broader causes folded into a more specific one when both fire (their evidence is kept).
 FOLDS: dict[CauseId, tuple[CauseId, ...]] = {
     "excess_dram_traffic": ("uncoalesced_global_access", "local_memory_spills"),
+    # A kernel that is all launch cost has no occupancy worth tuning.
+    "occupancy_registers": ("launch_bound_tiny",),
+    "occupancy_shared_memory": ("launch_bound_tiny",),
+    "occupancy_block_size": ("launch_bound_tiny",),
 }
 
 

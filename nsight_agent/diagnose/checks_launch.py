@@ -17,11 +17,14 @@ SMS = "device__attribute_multiprocessor_count"
 MAX_WARPS = "device__attribute_max_warps_per_multiprocessor"
 THEORETICAL_OCC = "sm__maximum_warps_per_active_cycle_pct"
 ACHIEVED_OCC = "sm__warps_active.avg.pct_of_peak_sustained_active"
-LIMITS: dict[str, CauseId] = {  # blocks per SM each resource allows -> the cause it names
+# Blocks per SM each resource allows -> the cause it names. Ties go to the first: the block
+# cap is fixed hardware, registers are chosen by the compiler, and the shared-memory carveout
+# follows what the kernel asks for (an empty kernel still reserves 1 KB a block for the driver).
+LIMITS: dict[str, CauseId] = {
+    "launch__occupancy_limit_blocks": "occupancy_block_size",
+    "launch__occupancy_limit_warps": "occupancy_block_size",
     "launch__occupancy_limit_registers": "occupancy_registers",
     "launch__occupancy_limit_shared_mem": "occupancy_shared_memory",
-    "launch__occupancy_limit_warps": "occupancy_block_size",
-    "launch__occupancy_limit_blocks": "occupancy_block_size",
 }
 DETAIL = {
     "occupancy_registers": ("launch__registers_per_thread", "register/thread"),

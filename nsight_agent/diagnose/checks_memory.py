@@ -43,6 +43,17 @@ ATOMIC_INST = (
     "smsp__sass_inst_executed_op_global_atom.sum",
     "smsp__sass_inst_executed_op_global_red.sum",
 )
+# The same counts from the non-SASS counters (collected by InstructionStats-free sections).
+ATOMIC_INST_HW = (
+    "smsp__inst_executed_op_global_red.sum",
+    "smsp__inst_executed_op_generic_atom_dot_alu.sum",
+    "smsp__inst_executed_op_generic_atom_dot_cas.sum",
+)
+GLOBAL_LD_ST = (
+    ("smsp__sass_inst_executed_op_global_ld.sum", "smsp__inst_executed_op_global_ld.sum"),
+    ("smsp__sass_inst_executed_op_global_st.sum", "smsp__inst_executed_op_global_st.sum"),
+)
+L2_ATOMIC = "lts__d_atomic_input_cycles_active.{}.pct_of_peak_sustained_elapsed"
 DRAM_RW = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 STALL_LONG_SB = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
 WARPS_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
@@ -181,10 +192,22 @@ def excess_dram_traffic(ctx: Context) -> Cause | None:
     )
 
 
+def _global_instructions(ctx: Context, atomics: float) -> float | None:
+    total = ctx.num(GLOBAL_INST)
+    if total is not None:
+        return total
+    parts = [ctx.total(*names) for names in GLOBAL_LD_ST]
+    return atomics + sum(p for p in parts if p is not None)
+
+
 def atomic_contention(ctx: Context) -> Cause | None:
     atomics = ctx.total(*ATOMIC_INST)
-    global_inst = ctx.num(GLOBAL_INST)
-    if not atomics or not global_inst:
+    if atomics is None:
+        atomics = ctx.total(*ATOMIC_INST_HW)
+    if not atomics:
+        return None
+    global_inst = _global_instructions(ctx, atomics)
+    if not global_inst:
         return None
     share = 100.0 * atomics / global_inst
     t = ctx.t
@@ -193,9 +216,12 @@ def atomic_contention(ctx: Context) -> Cause | None:
         return None  # plentiful atomics at high throughput are traffic, not contention
     evidence = [
         ev("atomic share of global instructions", share, "%", ">=", t.atomic_share_pct),
-        ev("smsp__sass_inst_executed_op_global_{atom,red}.sum", atomics, "inst"),
+        ev("global atomic/reduction instructions", atomics, "inst"),
         ev("max(SM, memory) SOL", busiest, "%", "<", t.latency_bound_below_pct),
     ]
+    hot, mean = ctx.num(L2_ATOMIC.format("max")), ctx.num(L2_ATOMIC.format("avg"))
+    if hot is not None and mean:
+        evidence.append(ev("L2 atomic unit: busiest slice / mean", hot / mean, "x"))
     return make_cause(
         "atomic_contention",
         evidence,
