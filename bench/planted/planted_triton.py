@@ -1,0 +1,127 @@
+"""Planted-bottleneck kernels written in Triton (see bench/planted/README.md).
+
+Each kernel carries exactly one planted defect, or none for the controls.
+run_kernel.py launches them; record-planted profiles one launch of each.
+"""
+
+import triton
+import triton.language as tl
+
+
+# uncoalesced_global_access: out[i] = x[(i % rows) * 32 + i // rows]; neighbouring
+# lanes read elements 128 bytes apart, so each warp load touches 32 sectors.
+@triton.jit
+def planted_tl_strided_gather(x_ptr, out_ptr, n, ROWS_SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    src = (offs & ((1 << ROWS_SHIFT) - 1)) * 32 + (offs >> ROWS_SHIFT)
+    v = tl.load(x_ptr + src, mask=mask)
+    tl.store(out_ptr + offs, v, mask=mask)
+
+
+# too_few_blocks: a clean axpy loop, but launched on 4 programs only.
+@triton.jit
+def planted_tl_few_programs(x_ptr, y_ptr, n, a, NPROG: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    for start in range(pid * BLOCK, n, NPROG * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(y_ptr + offs, a * x + y, mask=mask)
+
+
+# tensor_cores_idle: fp16 matmul C = A @ B (A given transposed, K x M) computed as a
+# sum of fp32 outer products acc += a[:, None] * b[None, :], one k at a time, instead
+# of tl.dot: it runs on the FMA pipe with the tensor cores idle. (The form
+# tl.sum(a[:, :, None] * b[None, :, :], axis=1) is NOT used: Triton rewrites it to a dot.)
+@triton.jit
+def planted_tl_outer_matmul(at_ptr, b_ptr, c_ptr, M, N, K,
+                            BM: tl.constexpr, BN: tl.constexpr, UNROLL: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, UNROLL):
+        for kk in tl.static_range(UNROLL):
+            a = tl.load(at_ptr + (k0 + kk) * M + rm).to(tl.float32)
+            b = tl.load(b_ptr + (k0 + kk) * N + rn).to(tl.float32)
+            acc += a[:, None] * b[None, :]
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+# slow_precision: fp32 in and out, but the loop runs four fp64 FMA chains.
+@triton.jit
+def planted_tl_fp64_math(x_ptr, out_ptr, n, iters, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    a = tl.load(x_ptr + offs, mask=mask).to(tl.float64)
+    b = a + 1.0
+    c = a + 2.0
+    d = a + 3.0
+    for _ in range(iters):
+        a = a * 0.999999 + 1e-6
+        b = b * 0.999998 + 2e-6
+        c = c * 0.999997 + 3e-6
+        d = d * 0.999996 + 4e-6
+    tl.store(out_ptr + offs, (a + b + c + d).to(tl.float32), mask=mask)
+
+
+# atomic_contention: every element is atomically added to ONE address.
+@triton.jit
+def planted_tl_atomic_one(x_ptr, sum_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.atomic_add(sum_ptr + tl.zeros([BLOCK], dtype=tl.int32), x, mask=mask)
+
+
+# launch_bound_tiny: one program, 64 elements.
+@triton.jit
+def planted_tl_tiny(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 1.5 + 1.0, mask=mask)
+
+
+# control (DRAM roof): a plain copy with large blocks.
+@triton.jit
+def control_tl_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+# control (tensor roof): a bf16 tl.dot matmul with a grouped launch order.
+@triton.jit
+def control_tl_dot(a_ptr, b_ptr, c_ptr, M, N, K,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    per_group = GROUP * num_n
+    group = pid // per_group
+    first_m = group * GROUP
+    size_m = tl.minimum(num_m - first_m, GROUP)
+    pid_m = first_m + (pid % per_group) % size_m
+    pid_n = (pid % per_group) // size_m
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * K + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] * N + rn[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K, BK):
+        acc += tl.dot(tl.load(a_ptrs), tl.load(b_ptrs))
+        a_ptrs += BK
+        b_ptrs += BK * N
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
+
+# foreign NVTX: a clean scale kernel, launched inside another tool's NVTX range.
+@triton.jit
+def nvtx_tl_scale(x_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * s, mask=mask)

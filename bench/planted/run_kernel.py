@@ -1,0 +1,111 @@
+"""Launch one planted Triton or torch kernel three times (record-planted profiles the third).
+
+Usage: python3 run_kernel.py <id>        (ids: catalog.json entries of language triton/torch)
+With TRITON_INTERPRET=1 and --small it runs tiny sizes on the CPU, as a smoke test.
+"""
+
+import os
+import sys
+
+import torch
+import triton
+
+sys.path.insert(0, os.path.dirname(__file__) or ".")
+import planted_triton as pt  # noqa: E402
+
+LAUNCHES = 3
+SMS = 132
+
+
+def main(argv):
+    kid = argv[1]
+    small = "--small" in argv
+    dev = "cpu" if small else "cuda"
+
+    def rand(n, dtype=torch.float32):
+        return torch.rand(n, device=dev, dtype=torch.float32).to(dtype)
+
+    def launch(fn):
+        for _ in range(LAUNCHES):
+            fn()
+
+    if kid == "uncoalesced_triton":
+        shift = 4 if small else 21
+        n = 32 << shift
+        x, out = rand(n), torch.empty(n, device=dev)
+        launch(lambda: pt.planted_tl_strided_gather[(triton.cdiv(n, 1024),)](
+            x, out, n, ROWS_SHIFT=shift, BLOCK=1024))
+        if small:
+            ref = x.view(1 << shift, 32).t().reshape(-1)
+            assert torch.equal(out, ref), "gather mismatch"
+    elif kid == "too_few_blocks_triton":
+        n = 4096 if small else 32 << 20
+        x, y = rand(n), rand(n)
+        launch(lambda: pt.planted_tl_few_programs[(4,)](x, y, n, 0.5, NPROG=4, BLOCK=1024 if not small else 256,
+                                                         num_warps=4))
+    elif kid == "tensor_idle_triton":
+        m = 64 if small else 2048
+        at, b = rand(m * m, torch.float16).view(m, m), rand(m * m, torch.float16).view(m, m)  # at = A^T
+        c = torch.empty(m, m, device=dev)
+        bm, bn = (32, 32) if small else (64, 128)
+        launch(lambda: pt.planted_tl_outer_matmul[(m // bm, m // bn)](
+            at, b, c, m, m, m, BM=bm, BN=bn, UNROLL=4, num_warps=4))
+        if small:
+            assert torch.allclose(c, at.float().t() @ b.float(), atol=1e-2, rtol=1e-3), "matmul mismatch"
+    elif kid == "slow_precision_triton":
+        n = 1024 if small else 8 * SMS * 2 * 256
+        x, out = rand(n), torch.empty(n, device=dev)
+        iters = 4 if small else 2000
+        launch(lambda: pt.planted_tl_fp64_math[(triton.cdiv(n, 256),)](x, out, n, iters, BLOCK=256, num_warps=8))
+    elif kid == "atomic_triton":
+        n = 4096 if small else 8 << 20
+        x, s = rand(n), torch.zeros(1, device=dev)
+        launch(lambda: pt.planted_tl_atomic_one[(triton.cdiv(n, 1024),)](x, s, n, BLOCK=1024))
+        if small:
+            assert torch.allclose(s, x.sum() * LAUNCHES, rtol=1e-4), "atomic sum mismatch"
+    elif kid == "tiny_launch_triton":
+        x = rand(64)
+        launch(lambda: pt.planted_tl_tiny[(1,)](x, 64, BLOCK=64, num_warps=1))
+    elif kid == "control_copy_triton":
+        n = 1 << 14 if small else 256 << 20  # 1 GiB of fp32 in, 1 GiB out
+        x, out = rand(n), torch.empty(n, device=dev)
+        launch(lambda: pt.control_tl_copy[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096, num_warps=8))
+        if small:
+            assert torch.equal(x, out)
+    elif kid == "control_dot_triton":
+        m = 128 if small else 8192
+        dt = torch.float16 if small else torch.bfloat16  # the interpreter mishandles bf16 loads
+        a = torch.randn(m, m, device=dev).to(dt)
+        b = torch.randn(m, m, device=dev).to(dt)
+        c = torch.empty(m, m, device=dev, dtype=dt)
+        bm, bn, bk = (32, 32, 32) if small else (128, 256, 64)
+        grid = (triton.cdiv(m, bm) * triton.cdiv(m, bn),)
+        launch(lambda: pt.control_tl_dot[grid](a, b, c, m, m, m, BM=bm, BN=bn, BK=bk, GROUP=8,
+                                               num_warps=8, num_stages=3))
+        if small:
+            assert torch.allclose(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.05)
+    elif kid == "control_cublas_bf16":
+        m = 8192
+        a = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+        launch(lambda: torch.matmul(a, b))
+    elif kid == "foreign_nvtx":
+        n = 4096 if small else 64 << 20
+        x = rand(n)
+
+        def step():
+            if not small:  # default NVTX domain, a range named as another tool would name it
+                torch.cuda.nvtx.range_push("other_tool:step")
+            pt.nvtx_tl_scale[(triton.cdiv(n, 4096),)](x, n, 0.999, BLOCK=4096, num_warps=8)
+            if not small:
+                torch.cuda.nvtx.range_pop()
+        launch(step)
+    else:
+        raise SystemExit(f"unknown id {kid}")
+    if not small:
+        torch.cuda.synchronize()
+    print(f"{kid}: ok")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
