@@ -66,9 +66,9 @@ def _fma_share(ctx: Context) -> float | None:
     flop: dict[str, float] = {}
     for op, per in _FP_OPS.items():
         value = ctx.num(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed")
-        if value is None:
-            return None
-        flop[op] = value * per
+        if value is None and op.startswith("f"):
+            return None  # the fp32 counts are the ones that matter
+        flop[op] = (value or 0.0) * per  # the half-precision chart may not have been collected
     total = sum(flop.values())
     # A MUL feeding an ADD (a dot product the compiler did not contract) counts as a MAC.
     mac = flop["ffma"] + flop["hfma"] + 2 * min(flop["fmul"], flop["fadd"])
@@ -113,13 +113,29 @@ def tensor_cores_idle(ctx: Context) -> Cause | None:
         evidence.append(ev("loads per FMA", reuse, None, ">=", t.tensor_idle_min_loads_per_fma))
     elif streamed is not None:
         evidence.append(ev("memory SOL", streamed, "%", ">=", t.tensor_idle_min_memory_pct))
-    busy = max(_sm_busy(ctx), fp_pct)
     return make_cause(
         "tensor_cores_idle",
         evidence,
-        own_gain=busy * (1.0 - 1.0 / TENSOR_OVER_FP32),
-        own_formula=f"SM% x (1-1/{TENSOR_OVER_FP32})",
+        own_gain=_tensor_gain(ctx, fp, intensity),
+        own_formula=f"1 - FP rate / min({TENSOR_OVER_FP32}x FP32 peak, I x DRAM peak)",
     )
+
+
+def _tensor_gain(ctx: Context, fp: list[PrecisionPoint], intensity: float) -> float | None:
+    """Run time saved if the same FLOP ran at the TF32 tensor roof at this intensity.
+
+    The TF32 dense rate is taken as 7.4x the FP32 FMA peak (fp16/bf16 inputs would allow 2x
+    more), capped by the DRAM roof at the kernel's intensity.
+    """
+    achieved = sum(p.achieved_flop_per_s or 0.0 for p in fp)
+    fp32 = _point(ctx, "fp32")
+    peak_bw = ctx.rl.peak_dram_bytes_per_s
+    if not achieved or fp32 is None or not fp32.peak_flop_per_s:
+        return None
+    roof = fp32.peak_flop_per_s * TENSOR_OVER_FP32
+    if peak_bw:
+        roof = min(roof, intensity * peak_bw)
+    return 100.0 * max(0.0, 1.0 - achieved / roof)
 
 
 def slow_precision(ctx: Context) -> Cause | None:
