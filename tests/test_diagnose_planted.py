@@ -78,3 +78,24 @@ def test_planted_kernel_is_diagnosed(entry: dict[str, Any]) -> None:
     else:
         assert d.causes[0].id == planted, [(c.id, c.gain) for c in d.causes]
     assert len(d.model_dump_json(exclude_none=True)) <= 2048
+
+
+@pytest.mark.parametrize(
+    ("kernel_id", "basis", "needle"),
+    [
+        ("uncoalesced_cuda", "excess global sectors", "* 32u"),
+        ("bank_conflicts_cuda", "shared bank conflicts", "tile[threadIdx.x][threadIdx.y + j]"),
+        ("local_spills_cuda", "local memory", "v[(j + 7) % SPILL_VALS]"),
+    ],
+)
+def test_the_diagnosis_points_at_the_planted_line(kernel_id: str, basis: str, needle: str) -> None:
+    path = PLANTED / f"{kernel_id}.ncu-rep"
+    if not path.exists():
+        pytest.skip("planted fixtures not present")
+    action = ncu_report.load_report(str(path)).range_by_idx(0).action_by_idx(0)
+    d = diagnose_action(action)
+    assert d.where is not None and d.where.basis.startswith(basis)
+    top = d.where.lines[0]
+    assert top.text is not None and needle in top.text and top.share_pct > 90
+    assert "SourceCounters" in d.collected and "SourceCounters" not in (d.deeper or {})
+    assert len(d.model_dump_json(exclude_none=True)) <= 2048

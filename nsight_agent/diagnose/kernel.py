@@ -29,6 +29,7 @@ from nsight_agent.diagnose.bound import BoundResult, classify
 from nsight_agent.diagnose.cause import Cause, Context
 from nsight_agent.diagnose.findings import Finding, findings
 from nsight_agent.diagnose.roofline import roofline
+from nsight_agent.diagnose.source_lines import SourceHotspots, hot_lines
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
 
 # section -> (metrics whose presence shows it was collected, what it tells a deeper pass)
@@ -84,6 +85,10 @@ class KernelDiagnosis(BaseModel):
     )
     unmapped: list[str] | None = Field(
         default=None, description="ncu rules not absorbed by any cause: 'RuleId: title (gain%)'"
+    )
+    where: SourceHotspots | None = Field(
+        default=None,
+        description="Hottest source lines for the top cause (SourceCounters); SASS if no line",
     )
 
 
@@ -166,7 +171,9 @@ def _fit(d: KernelDiagnosis, limit: int = MAX_JSON_BYTES) -> KernelDiagnosis:
     """Trim the least useful parts until the JSON fits: unmapped rules, deeper sections, notes
     of lower causes, then the lowest cause (never the top one)."""
     while _size(d) > limit:
-        if d.unmapped and len(d.unmapped) > 1:
+        if d.where is not None and len(d.where.lines) > 1:
+            d.where.lines = d.where.lines[:-1]
+        elif d.unmapped and len(d.unmapped) > 1:
             d.unmapped = d.unmapped[:-1]
         elif d.deeper and len(d.deeper) > 2:
             d.deeper = dict(list(d.deeper.items())[:-1])
@@ -219,5 +226,12 @@ def diagnose_action(
         collected=collected,
         deeper=deeper or None,
         unmapped=unmapped or None,
+        where=hot_lines(action, causes[0].id) if causes else None,
     )
+    if diagnosis.where is not None or hot_lines(action, None, top=1) is not None:
+        # Source-level data is there (the per-instruction counters prove it).
+        diagnosis.collected = list(dict.fromkeys([*collected, "SourceCounters"]))
+        if diagnosis.deeper:
+            diagnosis.deeper.pop("SourceCounters", None)
+            diagnosis.deeper = diagnosis.deeper or None
     return _fit(diagnosis)

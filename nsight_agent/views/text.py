@@ -159,6 +159,11 @@ def render_diagnosis(d: ReportDiagnosis) -> str:
             ev = "; ".join(f"{e.m}={e.v:.4g}" for e in c.ev[:3])
             lines.append(f"  - {c.id}{gain}: {ev}")
             lines += [f"      try: {a}" for a in c.actions[:2]]
+        if dg.where is not None:
+            lines.append(f"  where ({dg.where.basis}):")
+            for h in dg.where.lines:
+                at = f"{h.file or dg.where.file}:{h.line}" if h.line is not None else f"pc {h.pc}"
+                lines.append(f"    {at} {h.share_pct:.3g}%  {h.text or ''}".rstrip())
         if dg.deeper:
             lines.append(f"  deeper pass would add: {', '.join(dg.deeper)}")
     for o in d.others or []:
