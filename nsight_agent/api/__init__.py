@@ -1,1 +1,1 @@
-"""api"""
+"""The nsight-python surface for scripts: `analyze.kernel`, `analyze.plot`, `ProfileResults`."""
