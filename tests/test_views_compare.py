@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nsight_agent.views.compare import overall, verdict
+from nsight_agent.views.compare import config_verdict, overall
 
 
 def stats(mean: float, half_width: float | None, n: int = 10) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def stats(mean: float, half_width: float | None, n: int = 10) -> dict[str, Any]:
     ],
 )
 def test_config_verdict(variant: dict[str, Any], baseline: dict[str, Any], expected: str) -> None:
-    assert verdict(variant, baseline) == expected
+    assert config_verdict(variant, baseline) == expected
 
 
 @pytest.mark.parametrize(

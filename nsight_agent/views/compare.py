@@ -75,7 +75,7 @@ class CompareSummary(BaseModel):
     seconds: float | None = None
 
 
-def verdict(v: Mapping[str, Any], b: Mapping[str, Any]) -> Verdict:
+def config_verdict(v: Mapping[str, Any], b: Mapping[str, Any]) -> Verdict:
     if sig(v.get("AvgValue")) is None or sig(b.get("AvgValue")) is None:
         return "no_data"
     lo_v, hi_v = sig(v.get("CI95_Lower"), 12), sig(v.get("CI95_Upper"), 12)
@@ -151,7 +151,7 @@ def compare_summary(
             else:
                 t, tb = sig(r.get("AvgValue")), sig(b.get("AvgValue"))
                 speedup = sig(tb / t) if t and tb else None
-                verdict: Verdict = "baseline" if name == base else verdict(r, b)
+                verdict: Verdict = "baseline" if name == base else config_verdict(r, b)
                 if failed:
                     verdict = "incorrect"
                 if failed or name == base:
