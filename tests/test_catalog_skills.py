@@ -13,7 +13,7 @@ from nsight_agent.catalog import skills as sk
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 
-EXPECTED = ["compute", "memory", "occupancy", "roofline", "timing"]
+EXPECTED = ["compute", "launch_config", "memory", "occupancy", "roofline", "tensor_cores", "timing"]
 HEADINGS = ["## When to use it", "## What to collect", "## How to read it", "## What to try next"]
 
 
