@@ -341,3 +341,81 @@ def test_preflight_needs_no_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("NCU", raising=False)
     result = preflight(request(SETUP + "def run(x):\n    return x + 1\n"), tmp_path)
     assert result.ok, result.errors
+
+
+# --- the half after ncu, on the CPU: a stand-in ncu drops a recorded report into place ---------
+
+STAND_IN_NCU = """#!{python}
+# A stand-in for ncu: records its argv, then puts the H200 sweep's report and manifest where
+# the real run would have left them (the --export base and the harness's folder).
+import json, shutil, sys
+from pathlib import Path
+argv = sys.argv[1:]
+Path({argv_log!r}).write_text(json.dumps(argv))
+base = argv[argv.index("--export") + 1]
+shutil.copy({report!r}, base + ".ncu-rep")
+Path(argv[argv.index("--log-file") + 1]).write_text("==PROF== Disconnected\\n")
+shutil.copy({manifest!r}, Path.cwd() / "manifest.json")
+"""
+
+SWEEP_SOURCE = """
+import torch
+
+def setup(n, device="cpu"):
+    return (torch.arange(n, dtype=torch.float32, device=device),)
+
+def triton_add(x):
+    return x + x
+
+def triton_scale(x):
+    return x * 2.0
+"""
+
+
+def test_post_ncu_half_of_the_pipeline_on_a_recorded_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sweep: Any
+) -> None:
+    """Everything after ncu (manifest, extraction, grouping by variant, aggregation, the
+    output-check column, the saved run) on the real report of the H200 sweep."""
+    import json
+    import sys
+
+    metrics = ["gpu__time_duration.sum", "dram__bytes.sum"]
+    ncu = tmp_path / "ncu"
+    argv_log = tmp_path / "argv.json"
+    ncu.write_text(
+        STAND_IN_NCU.format(
+            python=sys.executable,
+            argv_log=str(argv_log),
+            report=str(sweep.report),
+            manifest=str(sweep.manifest),
+        )
+    )
+    ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("NCU", str(ncu))
+    monkeypatch.setattr(pipeline, "_default_device", lambda: "cpu")
+    req = request(
+        SWEEP_SOURCE,
+        configs={"n": [4096, 65536, 1048576]},
+        variants=[
+            Variant(name="triton_add", entry="triton_add"),
+            Variant(name="triton_scale", entry="triton_scale"),
+        ],
+        metrics=metrics,
+        runs=3,
+    )
+    run = pipeline.profile(req, runs_root=tmp_path / "runs")
+
+    argv = json.loads(argv_log.read_text())
+    assert argv[argv.index("--metrics") + 1] == ",".join(metrics)
+    assert argv[-4:] == [sys.executable, "harness.py", "--device", "cuda"]
+    _, expected = sweep.frames(metrics)
+    got = run.processed.set_index(["Annotation", "Metric", "n"])["AvgValue"]
+    want = expected.set_index(["Annotation", "Metric", "n"])["AvgValue"]
+    assert len(got) == len(want) == 2 * 2 * 3
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value)
+    assert run.kernels == {"triton_add": ["add_kernel"], "triton_scale": ["scale_kernel"]}
+    assert run.processed["OutputOK"].all()  # both variants' outputs matched on the CPU
+    again = pipeline.load_run(run.run_id, runs_root=tmp_path / "runs")
+    assert again.processed["AvgValue"].tolist() == pytest.approx(run.processed["AvgValue"].tolist())
