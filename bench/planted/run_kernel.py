@@ -11,7 +11,7 @@ import torch
 import triton
 
 sys.path.insert(0, os.path.dirname(__file__) or ".")
-import planted_triton as pt  # noqa: E402
+import planted_triton as pt
 
 LAUNCHES = 3
 SMS = 132
