@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from nsight_agent.diagnose import findings as fd
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose import roofline as rl
 from nsight_agent.diagnose import throughput as tp
+from tests.fakes import FakeAction
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
 
@@ -26,40 +26,6 @@ def action() -> Any:
 
 def raw(action: Any, name: str) -> float:
     return float(action[name].value())
-
-
-class FakeMetric:
-    def __init__(self, value: object) -> None:
-        self._value = value
-
-    def value(self) -> object:
-        return self._value
-
-
-class FakeAction:
-    """Stands in for ncu_report.IAction: a name, metric values and rule results."""
-
-    def __init__(
-        self,
-        metrics: Mapping[str, object],
-        rules: list[dict[str, Any]] | None = None,
-        name: str = "k",
-    ) -> None:
-        self.metrics = metrics
-        self.rules = rules or []
-        self._name = name
-
-    def name(self) -> str:
-        return self._name
-
-    def metric_names(self) -> Iterable[str]:
-        return tuple(self.metrics)
-
-    def __getitem__(self, name: str) -> FakeMetric:
-        return FakeMetric(self.metrics[name])
-
-    def rule_results_as_dicts(self) -> list[dict[str, Any]]:
-        return self.rules
 
 
 # Values of every metric in dm.bound_metrics(), read with ncu_report from a report recorded on

@@ -2,48 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 import ncu_report
 import pytest
 
 from nsight_agent.diagnose.bound import classify
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
+from tests.fakes import FakeAction
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
 SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
-
-
-class _Metric:
-    def __init__(self, value: object) -> None:
-        self._value = value
-
-    def value(self) -> object:
-        return self._value
-
-
-class Fake:
-    """Stands in for ncu_report.IAction: metric values and rule results."""
-
-    def __init__(self, metrics: Mapping[str, object], rules: list[dict[str, Any]] | None = None):
-        self.metrics = dict(metrics)
-        self.rules = rules or []
-
-    def name(self) -> str:
-        return "fake"
-
-    def metric_names(self) -> Iterable[str]:
-        return tuple(self.metrics)
-
-    def __getitem__(self, name: str) -> _Metric:
-        return _Metric(self.metrics[name])
-
-    def rule_results_as_dicts(self) -> list[dict[str, Any]]:
-        return self.rules
 
 
 SM_CLOCK = 1.755e9
@@ -56,11 +27,11 @@ DRAM_PEAK = {
 BF16_PEAK_PER_CYCLE = 4096.0 * 132  # dense hgmma bf16 FLOP per cycle, whole GPU
 
 
-def bf16_gemm(sm: float, mem: float, pct_of_tensor_peak: float, intensity: float) -> Fake:
+def bf16_gemm(sm: float, mem: float, pct_of_tensor_peak: float, intensity: float) -> FakeAction:
     """A tensor-core GEMM: its bf16 FLOP rate and DRAM bytes set from the numbers given."""
     per_cycle = BF16_PEAK_PER_CYCLE * pct_of_tensor_peak / 100.0
     flops = per_cycle * SM_CLOCK
-    return Fake(
+    return FakeAction(
         {
             SM: sm,
             MEM: mem,
@@ -77,14 +48,14 @@ def bf16_gemm(sm: float, mem: float, pct_of_tensor_peak: float, intensity: float
 
 
 def test_both_low_is_latency_bound() -> None:
-    b = classify(Fake({SM: 30.0, MEM: 41.0}))
+    b = classify(FakeAction({SM: 30.0, MEM: 41.0}))
     assert b.bound == "latency-bound" and b.basis == "sol"
     assert "both < 60" in b.why
 
 
 def test_clear_gap_goes_to_the_larger_side() -> None:
-    assert classify(Fake({SM: 90.0, MEM: 40.0})).bound == "compute-bound"
-    b = classify(Fake({SM: 35.0, MEM: 88.0}))
+    assert classify(FakeAction({SM: 90.0, MEM: 40.0})).bound == "compute-bound"
+    b = classify(FakeAction({SM: 35.0, MEM: 88.0}))
     assert (b.bound, b.basis) == ("memory-bound", "sol")
 
 
@@ -110,19 +81,19 @@ def test_both_high_uses_the_roofline_even_when_apart() -> None:
 
 
 def test_busy_tensor_pipe_without_tensor_counters_is_compute() -> None:
-    b = classify(Fake({SM: 85.0, MEM: 90.0, TENSOR: 80.0}))
+    b = classify(FakeAction({SM: 85.0, MEM: 90.0, TENSOR: 80.0}))
     assert (b.bound, b.basis) == ("compute-bound", "tensor_pipe")
     assert b.roof == "compute"
 
 
 def test_close_call_without_intensity_falls_back_to_sol() -> None:
-    b = classify(Fake({SM: 70.0, MEM: 75.0}))
+    b = classify(FakeAction({SM: 70.0, MEM: 75.0}))
     assert (b.bound, b.basis) == ("memory-bound", "sol")
     assert "no intensity" in b.why
 
 
 def test_dram_roof_and_thresholds_are_configurable() -> None:
-    fake = Fake(
+    fake = FakeAction(
         {SM: 20.0, MEM: 92.0, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": 90.0}
     )
     assert classify(fake).roof == "dram"
@@ -130,7 +101,7 @@ def test_dram_roof_and_thresholds_are_configurable() -> None:
 
 
 def test_missing_sol_is_unknown() -> None:
-    assert classify(Fake({})).bound == "unknown"
+    assert classify(FakeAction({})).bound == "unknown"
 
 
 def test_recorded_cublas_bf16_gemm_is_compute_bound_near_the_tensor_roof() -> None:

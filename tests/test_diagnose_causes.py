@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from nsight_agent.diagnose.metrics import Reader
 from nsight_agent.diagnose.roofline import roofline
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
 from nsight_agent.diagnose.vocabulary import VOCABULARY
+from tests.fakes import FakeAction
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
 SKILLS = Path(__file__).parent.parent / "skills"
@@ -28,34 +29,6 @@ MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 DRAM = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
 TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
 DURATION = "gpu__time_duration.sum"
-
-
-class _Metric:
-    def __init__(self, value: object) -> None:
-        self._value = value
-
-    def value(self) -> object:
-        return self._value
-
-
-class Fake:
-    """Stands in for ncu_report.IAction: metric values and rule results."""
-
-    def __init__(self, metrics: Mapping[str, object], rules: list[dict[str, Any]] | None = None):
-        self.metrics = dict(metrics)
-        self.rules = rules or []
-
-    def name(self) -> str:
-        return "fake_kernel"
-
-    def metric_names(self) -> Iterable[str]:
-        return tuple(self.metrics)
-
-    def __getitem__(self, name: str) -> _Metric:
-        return _Metric(self.metrics[name])
-
-    def rule_results_as_dicts(self) -> list[dict[str, Any]]:
-        return self.rules
 
 
 # A healthy mid-size launch on an H200: 132 SMs, 8 full waves, 100 us, nothing wrong.
@@ -75,15 +48,15 @@ BASE: dict[str, object] = {
 }
 
 
-def fake(rules: list[dict[str, Any]] | None = None, **metrics: object) -> Fake:
-    return Fake({**BASE, **{k.replace("__DOT__", "."): v for k, v in metrics.items()}}, rules)
+def fake(rules: list[dict[str, Any]] | None = None, **metrics: object) -> FakeAction:
+    return FakeAction({**BASE, **{k.replace("__DOT__", "."): v for k, v in metrics.items()}}, rules)
 
 
-def with_(extra: Mapping[str, object], rules: list[dict[str, Any]] | None = None) -> Fake:
-    return Fake({**BASE, **extra}, rules)
+def with_(extra: Mapping[str, object], rules: list[dict[str, Any]] | None = None) -> FakeAction:
+    return FakeAction({**BASE, **extra}, rules)
 
 
-def context(action: Fake, **hints: Any) -> Context:
+def context(action: FakeAction, **hints: Any) -> Context:
     t = DiagnosisThresholds()
     return Context(
         r=Reader(action),
@@ -465,7 +438,7 @@ def test_ranking_by_gain_and_small_gains_dropped() -> None:
     assert d.causes[0].gain >= d.causes[1].gain
 
 
-def everything() -> Fake:
+def everything() -> FakeAction:
     metrics: dict[str, object] = {
         **UNCOALESCED,
         **OCC,

@@ -17,7 +17,7 @@ from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
 from nsight_agent.engine import extract
 from nsight_agent.views.common import Page, page, sig
-from nsight_agent.views.report import metric_value
+from nsight_agent.views.report import gpu_name
 
 
 class KernelShare(BaseModel):
@@ -115,13 +115,9 @@ def diagnose_report(
         )
         for name, ns, acts in rest
     ]
-    gpu = None
-    if actions:
-        shown = metric_value(actions[0], "device__attribute_display_name")
-        gpu = str(shown.value) if shown is not None and shown.value is not None else None
     return ReportDiagnosis(
         report=str(path),
-        gpu=gpu,
+        gpu=gpu_name(actions),
         kernels_total=len(rows),
         kernels=full,
         others=others or None,

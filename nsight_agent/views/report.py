@@ -222,6 +222,14 @@ def summarize_action(
     )
 
 
+def gpu_name(actions: Sequence[Any]) -> str | None:
+    """The GPU the report was recorded on, from its first action."""
+    if not actions:
+        return None
+    name = metric_value(actions[0], "device__attribute_display_name")
+    return str(name.value) if name is not None and name.value is not None else None
+
+
 def summarize_report(
     path: str | Path,
     *,
@@ -244,10 +252,7 @@ def summarize_report(
         for i, a in enumerate(actions)
         if offset <= i < offset + limit
     ]
-    gpu = None
-    if actions:
-        name = metric_value(actions[0], "device__attribute_display_name")
-        gpu = str(name.value) if name is not None and name.value is not None else None
+    gpu = gpu_name(actions)
     return ReportSummary(
         report=str(path),
         gpu=gpu,

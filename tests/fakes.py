@@ -1,0 +1,40 @@
+"""Stand-ins shared by the diagnose tests (a support module, not a test file)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class FakeMetric:
+    def __init__(self, value: object) -> None:
+        self._value = value
+
+    def value(self) -> object:
+        return self._value
+
+
+class FakeAction:
+    """Stands in for ncu_report.IAction: a name, metric values and rule results."""
+
+    def __init__(
+        self,
+        metrics: Mapping[str, object],
+        rules: list[dict[str, Any]] | None = None,
+        name: str = "k",
+    ) -> None:
+        self.metrics = dict(metrics)
+        self.rules = rules or []
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+    def metric_names(self) -> Iterable[str]:
+        return tuple(self.metrics)
+
+    def __getitem__(self, name: str) -> FakeMetric:
+        return FakeMetric(self.metrics[name])
+
+    def rule_results_as_dicts(self) -> list[dict[str, Any]]:
+        return self.rules
