@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nsight_agent.views.compare import config_verdict, overall
+from nsight_agent.views.compare import config_verdict, variant_overall
 
 
 def stats(mean: float, half_width: float | None, n: int = 10) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def test_config_verdict(variant: dict[str, Any], baseline: dict[str, Any], expec
 def test_overall_verdict(
     is_base: bool, verdicts: list[Any], speedups: list[float], expected: str, geomean: float | None
 ) -> None:
-    out = overall(is_base, verdicts, speedups)
+    out = variant_overall(is_base, verdicts, speedups)
     assert out.verdict == expected
     if geomean is None:
         assert out.geomean_speedup is None

@@ -175,7 +175,9 @@ def compare_summary(
                 variants=entry,
             )
         )
-    overall = {name: overall(name == base, verdicts[name], speedups[name]) for name in variants}
+    overall = {
+        name: variant_overall(name == base, verdicts[name], speedups[name]) for name in variants
+    }
     pg = page(
         len(out),
         offset,
@@ -198,7 +200,9 @@ def compare_summary(
     )
 
 
-def overall(is_base: bool, verdicts: list[Verdict], speedups: list[float]) -> VariantOverall:
+def variant_overall(
+    is_base: bool, verdicts: list[Verdict], speedups: list[float]
+) -> VariantOverall:
     faster = verdicts.count("faster")
     slower = verdicts.count("slower")
     verdict: Literal[
