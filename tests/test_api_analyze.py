@@ -1,16 +1,31 @@
-"""annotate, analyze.kernel's argument handling and the thermal guard: no GPU needed."""
+"""annotate, analyze.kernel's argument handling, by-value shipping (nested functions, methods,
+a notebook run headless) through a fake ncu, nsight-python's names and warnings, and the thermal
+guard: no GPU needed."""
 
 from __future__ import annotations
 
+import math
 import threading
+import warnings
+from pathlib import Path
 
 import pytest
 
 import nsight_agent
+from nsight_agent import exceptions
 from nsight_agent.annotation import CALL_STATE
-from nsight_agent.api import analyze
+from nsight_agent.api import analyze, compat
+from nsight_agent.api.compat import VerbosityLevel
 from nsight_agent.engine.thermal import ThermalGuard
-from nsight_agent.errors import CoolingTimeoutError, InvalidRequestError
+from nsight_agent.errors import (
+    CoolingTimeoutError,
+    InvalidRequestError,
+    NcuError,
+    NcuNotFoundError,
+    ProfiledProcessError,
+)
+from nsight_agent.exceptions import ProfilerException
+from tests.test_engine_shipping import write_fake_ncu
 
 
 @pytest.fixture(autouse=True)
@@ -174,3 +189,196 @@ def test_thermal_guard_off_reads_nothing() -> None:
 def test_thermal_thresholds_must_be_ordered() -> None:
     with pytest.raises(ValueError, match="larger than thermal_wait"):
         ThermalGuard("manual", 20, 10)
+
+
+# --- by-value shipping through analyze.kernel (a fake ncu runs the real child; no report) -----
+
+
+@pytest.fixture
+def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    script = write_fake_ncu(tmp_path)
+    monkeypatch.setenv("NCU", str(script))
+    return script
+
+
+def test_a_nested_decorated_function_runs_in_the_child(
+    tmp_path: Path, fake_ncu: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scale = 3
+
+    @analyze.kernel(configs=[(1,), (2,)], output_prefix=f"{tmp_path}/out/")
+    def nested(n: int) -> None:
+        (tmp_path / f"called-{n}").write_text(str(n * scale))
+
+    # The fake ncu writes no report: the profile fails after the child ran every config.
+    with pytest.raises(NcuError, match="no report"):
+        nested()
+    assert [(tmp_path / f"called-{n}").read_text() for n in (1, 2)] == ["3", "6"]
+    assert "[nsight-agent] profiling nested: 2 config(s)" in capsys.readouterr().out
+
+
+def test_the_users_traceback_comes_back_with_file_and_line(tmp_path: Path, fake_ncu: Path) -> None:
+    @analyze.kernel(configs=[(5,)], output_prefix=f"{tmp_path}/", verbosity=VerbosityLevel.SILENT)
+    def broken(n: int) -> None:
+        raise ZeroDivisionError(f"broken at {n}")
+
+    with pytest.raises(ProfiledProcessError) as err:
+        broken()
+    message = str(err.value)
+    line = broken.func.__code__.co_firstlineno + 2
+    assert f'File "{__file__}", line {line}, in broken' in message
+    assert "ZeroDivisionError: broken at 5" in message and "config #0 (5,)" in message
+
+
+class Model:
+    def __init__(self, out: Path) -> None:
+        self.out = out
+
+    @analyze.kernel(configs=[(4,)], verbosity="quiet")
+    def forward(self, n: int) -> None:
+        self.out.write_text(f"forward {n}")
+
+
+def test_a_decorated_method_is_profiled_bound_to_its_instance(
+    tmp_path: Path, fake_ncu: Path
+) -> None:
+    model = Model(tmp_path / "out.txt")
+    assert analyze.param_names(model.forward.func) == ["n"]
+    with pytest.raises(NcuError, match="no report"):
+        model.forward()
+    assert (tmp_path / "out.txt").read_text() == "forward 4"
+
+
+def test_an_unpicklable_closure_is_named_before_ncu_starts(fake_ncu: Path) -> None:
+    lock = threading.Lock()
+
+    @analyze.kernel(configs=[(1,)])
+    def locked(n: int) -> None:
+        with lock:
+            pass
+
+    with pytest.raises(ProfilerException, match="closure variable 'lock'"):
+        locked()
+
+
+# --- nsight-python's surface ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        (VerbosityLevel.SILENT, "quiet"),
+        (VerbosityLevel.INFO, "progress"),
+        (VerbosityLevel.DEBUG, "verbose"),
+        ("verbose", "verbose"),
+    ],
+)
+def test_verbosity_level_maps_to_our_strings(level: object, expected: str) -> None:
+    profiled = analyze.kernel(verbosity=level)(f1)  # type: ignore[call-overload]
+    assert profiled.settings.verbosity == expected
+
+
+def test_exceptions_module_has_nsight_pythons_names() -> None:
+    assert issubclass(InvalidRequestError, exceptions.ProfilerException)
+    assert exceptions.NCUNotAvailableError is NcuNotFoundError
+    assert issubclass(exceptions.CoolingTimeoutError, exceptions.ThermalControlError)
+    assert nsight_agent.VerbosityLevel is VerbosityLevel
+    assert nsight_agent.row_panel and nsight_agent.col_panel
+
+
+def test_config_errors_carry_nsight_pythons_phrases() -> None:
+    with pytest.raises(exceptions.ProfilerException, match="function expects 1"):
+        analyze.normalize_configs(f1, [(1, 2)])
+    with pytest.raises(exceptions.ProfilerException, match="between 1 and 3"):
+        analyze.normalize_configs(f3, [()])
+
+
+def test_derived_metric_without_unit_warns_as_nsight_python_does() -> None:
+    def custom(t: float, n: int) -> float:
+        return t * n
+
+    derived = compat.with_unit_warnings(custom)
+    assert derived.__name__ == "custom"
+    with pytest.warns(UserWarning, match="Derived metric 'custom' does not have a unit specified"):
+        value, unit = derived(2.0, 3)
+    assert value == 6.0 and math.isnan(unit)
+    as_dict = compat.with_unit_warnings(lambda t: {"a": t, "b": (t, "ns")})
+    with pytest.warns(UserWarning, match="Derived metric 'a'"):
+        out = as_dict(1.0)
+    assert out["b"] == (1.0, "ns") and math.isnan(out["a"][1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compat.with_unit_warnings(lambda t: (t, "x"))(1.0) == (1.0, "x")
+
+
+def test_a_returned_value_warns_as_nsight_python_does() -> None:
+    with pytest.warns(RuntimeWarning, match="returns a value, but the return value"):
+        compat.warn_if_returned("f", {"calls": [{"returned": True}]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compat.warn_if_returned("f", {"calls": [{"returned": False}]})
+
+
+# --- a notebook executed headless: the cell's function profiles, the notebook is not re-run ---
+
+NOTEBOOK_CELLS = [
+    """\
+import os
+from pathlib import Path
+import nsight_agent as nsight
+out = Path(os.environ["NB_OUT"])
+with (out / "executions.txt").open("a") as f:
+    f.write("notebook ran\\n")
+""",
+    """\
+def make(scale):
+    @nsight.analyze.kernel(configs=[(1,), (2,)], output_prefix=str(out) + "/")
+    def in_a_cell(n):
+        (out / f"called-{n}").write_text(str(n * scale))
+    return in_a_cell
+
+try:
+    make(10)()
+except nsight.errors.NcuError as err:
+    print("NCU-ERROR", type(err).__name__)
+""",
+    """\
+@nsight.analyze.kernel(configs=[(7,)], verbosity=nsight.VerbosityLevel.SILENT)
+def fails_in_a_cell(n):
+    raise ValueError(f"cell failure {n}")
+
+try:
+    fails_in_a_cell()
+except nsight.exceptions.ProfilerException as err:
+    print("PROFILED-ERROR", err)
+""",
+]
+
+
+def test_a_notebook_cell_function_profiles_without_re_running_the_notebook(
+    tmp_path: Path, fake_ncu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("NB_OUT", str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
+    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3").execute(cwd=str(tmp_path))
+    texts = [
+        "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+        for cell in nb.cells
+    ]
+    assert "[nsight-agent] profiling in_a_cell: 2 config(s)" in texts[1]  # progress in the cell
+    assert "NCU-ERROR NcuError" in texts[1]
+    assert [(tmp_path / f"called-{n}").read_text() for n in (1, 2)] == ["10", "20"]
+    assert "ValueError: cell failure 7" in texts[2]
+    assert 'raise ValueError(f"cell failure {n}")' in texts[2]  # the cell's own line
+    assert (tmp_path / "executions.txt").read_text() == "notebook ran\n"  # not re-run
+
+
+def test_plot_metric_choice_uses_nsight_pythons_messages() -> None:
+    with pytest.raises(ValueError, match=r"Cannot visualize multiple metrics \(2 > 1\)"):
+        compat.check_plot_metric(["a", "b"], None)
+    with pytest.raises(ValueError, match=r"Metric 'c' not found in the profile results\."):
+        compat.check_plot_metric(["a", "b"], "c")
+    compat.check_plot_metric(["a"], None)

@@ -18,6 +18,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "request": 0,
     "annotation": 0,
+    "exceptions": 0,
     "engine": 1,
     "catalog": 2,
     "diagnose": 2,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nsight_agent.catalog import metrics as catalog
-from nsight_agent.engine import ncu
+from nsight_agent.engine import ncu, shipping
 from nsight_agent.engine.child import ChildSpec
 from nsight_agent.errors import (
     CollectionTimeoutError,
@@ -225,11 +225,12 @@ USER_SCRIPT = textwrap.dedent(
 def run_child(tmp_path: Path, script: str, qualname: str) -> tuple[int, Path]:
     user = tmp_path / "user.py"
     user.write_text(script)
+    # The by-name path (the fallback of engine.shipping): the script is imported from its file.
+    target = shipping.ship_by_name("__main__", qualname, file=str(user), configs=[(1, 3), (2, 3)])
     spec = ChildSpec(
-        module_name="__main__", module_file=str(user), qualname=qualname,
-        configs=[(1, 3), (2, 3)], runs=2, manifest_path=str(tmp_path / "m.json"),
+        target=target, runs=2, manifest_path=str(tmp_path / "m.json"),
         progress_path=str(tmp_path / "p.txt"), error_path=str(tmp_path / "e.txt"),
-        sys_path=[str(tmp_path)], thermal_mode="off",
+        thermal_mode="off",
     )  # fmt: skip
     (tmp_path / "spec.pkl").write_bytes(pickle.dumps(spec))
     proc = subprocess.run(

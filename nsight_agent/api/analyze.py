@@ -2,7 +2,9 @@
 draws the result.
 
 Calling a decorated function runs its configs in ONE child process under ncu
-(``collection.child``), reads the report and returns ``ProfileResults``.
+(``engine.child``), reads the report and returns ``ProfileResults``. The function travels to
+that process by value (``engine.shipping``): nested functions, closures, lambdas, methods and
+notebook cells profile like module-level functions, and the user's script is not re-run.
 """
 
 from __future__ import annotations
@@ -10,24 +12,25 @@ from __future__ import annotations
 import functools
 import inspect
 import pickle
-import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, overload
 
+from nsight_agent.api import compat
+from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.results import ProfileResults
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import extract as extraction
-from nsight_agent.engine import measure, ncu
-from nsight_agent.engine.child import ChildSpec, ImportStop, in_child
+from nsight_agent.engine import measure, ncu, shipping
+from nsight_agent.engine.child import ChildSpec
 from nsight_agent.engine.thermal import ThermalMode
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
 
-Verbosity = Literal["quiet", "progress", "verbose"]
 DEFAULT_TIMEOUT_S = 1800.0
 
 
@@ -92,15 +95,18 @@ def normalize_configs(func: Callable[..., Any], configs: Iterable[Any]) -> list[
         values = tuple(config) if isinstance(config, (list, tuple)) else (config,)
         if len(values) > len(params):
             raise InvalidRequestError(
-                f"config #{i} {config!r} has {len(values)} values but {func.__name__} takes "
-                f"{len(params)} parameters ({', '.join(p.name for p in params)})."
+                f"config #{i} {config!r} has {len(values)} values but the function expects "
+                f"{len(params)}: {func.__name__} takes {len(params)} parameters "
+                f"({', '.join(p.name for p in params)})."
             )
         missing = params[len(values) :]
         no_default = [p.name for p in missing if p.default is inspect.Parameter.empty]
         if no_default:
+            required = len(params) - sum(p.default is not inspect.Parameter.empty for p in params)
             raise InvalidRequestError(
                 f"config #{i} {config!r} gives no value for {', '.join(no_default)}, which "
-                "have no default.",
+                f"have no default ({func.__name__} takes between {required} and {len(params)} "
+                "arguments).",
                 "Give every parameter a value in each config, or a default in the signature.",
             )
         out.append(values + tuple(p.default for p in missing))
@@ -112,6 +118,8 @@ def normalize_configs(func: Callable[..., Any], configs: Iterable[Any]) -> list[
 class ProfiledFunction:
     """A function decorated with ``analyze.kernel``; calling it profiles it."""
 
+    _nsight_agent_wrapper = True  # shipping.unwrap measures the user's function inside
+
     def __init__(self, func: Callable[..., Any], settings: KernelSettings) -> None:
         settings.check()
         self.func = func
@@ -120,9 +128,15 @@ class ProfiledFunction:
         # updated=(): copying the wrapped object's __dict__ would overwrite our own fields.
         functools.update_wrapper(self, func, updated=())
 
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """Decorating a method profiles it bound to the instance it is looked up on."""
+        if obj is None:
+            return self
+        return ProfiledFunction(types.MethodType(self.func, obj), self.settings)
+
     def __call__(self, *args: Any, configs: Iterable[Any] | None = None, **kwargs: Any) -> Any:
-        if in_child():
-            raise ImportStop()
+        if shipping.in_worker():
+            raise shipping.ImportStop()
         s = self.settings
         if configs is not None and s.configs is not None:
             raise InvalidRequestError(
@@ -179,21 +193,12 @@ def profile(
         path("progress", "txt"),
         path("error", "txt"),
     )
-    module = sys.modules.get(func.__module__)
-    module_name = func.__module__
-    main_spec = getattr(module, "__spec__", None) if module_name == "__main__" else None
-    if main_spec is not None:
-        module_name = main_spec.name  # run as `python -m package.module`
     spec = ChildSpec(
-        module_name=module_name,
-        module_file=getattr(module, "__file__", None),
-        qualname=func.__qualname__,
-        configs=configs,
+        target=shipping.ship(func, configs=configs),
         runs=s.runs,
         manifest_path=str(artifacts["manifest"]),
         progress_path=str(progress_path),
         error_path=str(error_path),
-        sys_path=[p for p in sys.path if p],
         thermal_mode=s.thermal_mode,
         thermal_wait=s.thermal_wait,
         thermal_cont=s.thermal_cont,
@@ -201,14 +206,7 @@ def profile(
     )
     for stale in (progress_path, error_path, artifacts["manifest"]):
         stale.unlink(missing_ok=True)
-    try:
-        pickled = pickle.dumps(spec)
-    except Exception as err:
-        raise InvalidRequestError(
-            f"The configs of {func.__name__} cannot be sent to the profiled process: {err}",
-            "Use plain values (numbers, strings, tuples, torch dtypes) in configs.",
-        ) from err
-    spec_path.write_bytes(pickled)
+    spec_path.write_bytes(pickle.dumps(spec))
 
     total = len(configs) * s.runs
     say = (
@@ -247,7 +245,9 @@ def profile(
     if s.output_csv:
         artifacts["raw_csv"] = path("profiled_data", "csv")
         artifacts["processed_csv"] = path("processed_data", "csv")
-    results = results_from_report(artifacts, configs, names, s)
+    manifest = measure.read_manifest(artifacts["manifest"])
+    compat.warn_if_returned(func.__name__, manifest)
+    results = results_from_report(artifacts, configs, names, s, manifest)
     results.seconds = time.monotonic() - start
     if say:
         say(f"done in {results.seconds:.1f} s; report {artifacts['report']}")
@@ -259,17 +259,18 @@ def results_from_report(
     configs: list[tuple[Any, ...]],
     names: list[str],
     s: KernelSettings,
+    manifest: dict[str, Any] | None = None,
 ) -> ProfileResults:
     """Report + manifest -> ProfileResults (and the CSV files when their paths are given)."""
     done = measure.measure(
         artifacts["report"],
-        measure.read_manifest(artifacts["manifest"]),
+        manifest if manifest is not None else measure.read_manifest(artifacts["manifest"]),
         s.metrics,
         configs,
         names,
         ignore_kernels=s.ignore_kernel_list,
         combine=s.combine_kernel_metrics,
-        derive_metric=s.derive_metric,
+        derive_metric=compat.with_unit_warnings(s.derive_metric) if s.derive_metric else None,
         normalize_against=s.normalize_against,
         suggest=catalog.suggestions,
     )
@@ -304,7 +305,7 @@ def kernel(
     thermal_timeout: float | None = None,
     output_prefix: str | None = None,
     output_csv: bool = False,
-    verbosity: Verbosity = "progress",
+    verbosity: Verbosity | VerbosityLevel = "progress",
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Callable[[Callable[..., Any]], ProfiledFunction]: ...
 
@@ -328,7 +329,7 @@ def kernel(
     thermal_timeout: float | None = None,
     output_prefix: str | None = None,
     output_csv: bool = False,
-    verbosity: Verbosity = "progress",
+    verbosity: Verbosity | VerbosityLevel = "progress",
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> ProfiledFunction | Callable[[Callable[..., Any]], ProfiledFunction]:
     """Profile the decorated function with Nsight Compute over ``configs``.
@@ -342,7 +343,8 @@ def kernel(
     ``ignore_kernel_list`` drops kernels by name. ``replay_mode``, ``cache_control`` and
     ``clock_control`` are ncu's options of those names; ``thermal_mode`` pauses between calls
     while the GPU is near throttling. ``output_prefix`` places the artifacts (report, logs,
-    CSVs with ``output_csv``); ``verbosity`` is quiet, progress or verbose.
+    CSVs with ``output_csv``); ``verbosity`` is quiet, progress or verbose (or nsight-python's
+    ``VerbosityLevel.SILENT``/``INFO``/``DEBUG``).
     """
     if isinstance(metrics, str):
         metrics = [metrics]
@@ -363,7 +365,7 @@ def kernel(
         thermal_timeout=thermal_timeout,
         output_prefix=output_prefix,
         output_csv=output_csv,
-        verbosity=verbosity,
+        verbosity=compat.as_verbosity(verbosity),
         timeout=timeout,
     )
     if _func is not None:
@@ -373,6 +375,8 @@ def kernel(
 
 class PlottedFunction:
     """``analyze.plot`` around a profiled function: plots each result and returns it."""
+
+    _nsight_agent_wrapper = True
 
     def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
         self.func = func
@@ -387,7 +391,11 @@ class PlottedFunction:
             )
         from nsight_agent.views.plot import plot_dataframe
 
-        plot_dataframe(results.to_dataframe(), results.param_names, **self.options)
+        frame = results.to_dataframe()
+        compat.check_plot_metric(
+            list(dict.fromkeys(map(str, frame["Metric"]))), self.options["metric"]
+        )
+        plot_dataframe(frame, results.param_names, **self.options)
         return results
 
 
@@ -402,12 +410,12 @@ def plot(
     plot_type: str = "line",
     plot_width: int = 6,
     plot_height: int = 4,
-    row_panels: list[str] | None = None,
-    col_panels: list[str] | None = None,
-    x_keys: list[str] | None = None,
+    row_panels: Sequence[str] | None = None,
+    col_panels: Sequence[str] | None = None,
+    x_keys: Sequence[str] | None = None,
     print_data: bool = False,
-    variant_fields: list[str] | None = None,
-    variant_annotations: list[str] | None = None,
+    variant_fields: Sequence[str] | None = None,
+    variant_annotations: Sequence[str] | None = None,
     plot_callback: Callable[[Any], None] | None = None,
 ) -> Callable[[Callable[..., Any]], PlottedFunction]:
     """Plot the ProfileResults of the ``analyze.kernel`` function below it into ``filename``."""

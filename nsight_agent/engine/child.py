@@ -1,97 +1,73 @@
-"""The program ncu runs for ``analyze.kernel``: import the user's function, run every
-config ``runs`` times inside an NVTX call range, and write the manifest.
+"""The program ncu runs for ``analyze.kernel``: load the shipped function, run every config
+``runs`` times inside an NVTX call range, and write the manifest.
 
-Run as ``python -m nsight_agent.engine.entry SPEC.pkl``. The user's module is imported,
-not executed as ``__main__``, so code under ``if __name__ == "__main__":`` does not run here;
-a profiled function called at import time stops the import (``ImportStop``) with everything
-defined above that call in place.
+Run as ``python -m nsight_agent.engine.entry SPEC.pkl``. The function arrives by value
+(``engine.shipping``): the user's script, notebook or ``python -c`` line is not imported or
+re-run here. Only where by value failed is its module imported by name (then code under
+``if __name__ == "__main__":`` does not run, and a profiled function called at import time stops
+the import with everything defined above that call in place).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import importlib.util
+import inspect
 import json
 import os
 import pickle
 import sys
 import traceback
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import TracebackType
 from typing import Any
 
-CHILD_ENV = "NSIGHT_AGENT_CHILD"
+from nsight_agent.engine import shipping
+from nsight_agent.engine.shipping import WORKER_ENV as CHILD_ENV
+from nsight_agent.engine.shipping import ImportStop, in_worker
 
-
-class ImportStop(BaseException):
-    """Raised by a profiled function called while its module is imported in the child.
-
-    A BaseException so that a user's ``except Exception`` does not swallow it.
-    """
+ENGINE_DIR = str(Path(__file__).resolve().parent)
 
 
 def in_child() -> bool:
-    return os.environ.get(CHILD_ENV) == "1"
+    return in_worker()
 
 
 @dataclass
 class ChildSpec:
-    """Everything the child needs, pickled by the parent."""
+    """Everything the child needs; ``target`` is a ``shipping.ship`` payload (the function
+    with its configs), the rest plain values."""
 
-    module_name: str
-    module_file: str | None
-    qualname: str
-    configs: list[tuple[Any, ...]]
+    target: bytes
     runs: int
     manifest_path: str
     progress_path: str
     error_path: str
-    sys_path: list[str] = field(default_factory=list)
     thermal_mode: str = "auto"
     thermal_wait: int | None = None
     thermal_cont: int | None = None
     thermal_timeout: float | None = None
 
 
-def load_module(spec: ChildSpec) -> ModuleType:
-    if spec.module_name != "__main__":
-        try:
-            return importlib.import_module(spec.module_name)
-        except ImportStop:
-            return sys.modules[spec.module_name]
-    if not spec.module_file:
-        raise RuntimeError(
-            "The profiled function was defined interactively (no source file). Define it in a "
-            ".py file and run that file, so the profiler can import it in its own process."
-        )
-    name = "__nsight_agent_target__"
-    mod_spec = importlib.util.spec_from_file_location(name, spec.module_file)
-    if mod_spec is None or mod_spec.loader is None:
-        raise RuntimeError(f"Cannot import {spec.module_file}")
-    module = importlib.util.module_from_spec(mod_spec)
-    sys.modules[name] = module
-    with contextlib.suppress(ImportStop):
-        mod_spec.loader.exec_module(module)
-    return module
+def caller(func: Callable[..., Any]) -> Callable[[tuple[Any, ...]], Any]:
+    """Call ``func`` with one config: positional parameters by position, keyword-only ones by
+    name (a config lists the parameters in signature order, ``*args``/``**kwargs`` left out)."""
+    try:
+        params = [
+            p
+            for p in inspect.signature(func).parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # a builtin without a signature
+        return lambda config: func(*config)
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+    n_positional = len(params) - len(keyword_only)
 
+    def call(config: tuple[Any, ...]) -> Any:
+        kwargs = dict(zip(keyword_only, config[n_positional:]))
+        return func(*config[:n_positional], **kwargs)
 
-def resolve(module: ModuleType, qualname: str) -> Any:
-    obj: Any = module
-    for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise RuntimeError(
-                f"{qualname} is not defined in {module.__name__} when it is imported. Keep the "
-                "profiled function at module level and put the code that calls it under "
-                '`if __name__ == "__main__":`.'
-            )
-        obj = getattr(obj, part)
-    # The module-level name is our wrapper (analyze.kernel, maybe under analyze.plot);
-    # each keeps what it wraps in ``func``: measure the user's function inside.
-    while hasattr(obj, "func"):
-        obj = obj.func
-    return obj
+    return call
 
 
 def run(spec: ChildSpec) -> None:
@@ -100,8 +76,9 @@ def run(spec: ChildSpec) -> None:
     from nsight_agent.annotation import CALL_DOMAIN, CALL_STATE
     from nsight_agent.engine.thermal import ThermalGuard, nvml_headroom_reader
 
-    sys.path[:0] = [p for p in spec.sys_path if p not in sys.path]
-    func = resolve(load_module(spec), spec.qualname)
+    shipped = shipping.unship(spec.target)
+    call_one = caller(shipping.unwrap(shipped.func))
+    configs = shipped.configs or [tuple(shipped.args)]
     guard = ThermalGuard(
         spec.thermal_mode,  # type: ignore[arg-type]
         spec.thermal_wait,
@@ -112,16 +89,24 @@ def run(spec: ChildSpec) -> None:
         else None,
     )
     calls: list[dict[str, Any]] = []
-    total = len(spec.configs) * spec.runs
+    total = len(configs) * spec.runs
     with open(spec.progress_path, "a") as progress:
-        for config_index, config in enumerate(spec.configs):
+        for config_index, config in enumerate(configs):
             for run_index in range(spec.runs):
                 guard.before_call()
                 CALL_STATE.reset()
                 call = len(calls)
+                returned = None
                 rid = nvtx.start_range(f"call={call}", domain=CALL_DOMAIN)
                 try:
-                    func(*config)
+                    returned = call_one(config)
+                except Exception as err:
+                    where = (
+                        f"in {shipped.origin}, config #{config_index} {config!r}, run {run_index}"
+                    )
+                    if hasattr(err, "add_note"):  # Python >= 3.11
+                        err.add_note(where)
+                    raise
                 finally:
                     nvtx.end_range(rid)
                     calls.append(
@@ -131,6 +116,7 @@ def run(spec: ChildSpec) -> None:
                             "run": run_index,
                             "annotations": list(CALL_STATE.opened),
                             "failed": list(CALL_STATE.failed),
+                            "returned": returned is not None,
                         }
                     )
                     _write_manifest(spec, calls, guard)
@@ -157,13 +143,28 @@ def _cuda_pci_bus_id() -> str | None:
     return None
 
 
+def user_traceback(err: BaseException) -> str:
+    """The traceback from the user's code on: the runner's own leading frames are dropped, the
+    user's file and line (or notebook cell, whose text came with the payload) stay."""
+    tb: TracebackType | None = err.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(ENGINE_DIR):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(err), err, tb or err.__traceback__))
+
+
 def main(argv: list[str]) -> int:
     with open(argv[1], "rb") as f:
         spec: ChildSpec = pickle.load(f)
     os.environ[CHILD_ENV] = "1"
     try:
         run(spec)
-    except Exception:
-        Path(spec.error_path).write_text(traceback.format_exc())
+    except ImportStop:
+        Path(spec.error_path).write_text(
+            "A profiled function was called inside the function being profiled; profile them "
+            "one at a time (call the inner function's undecorated version)."
+        )
+        return 3
+    except Exception as err:
+        Path(spec.error_path).write_text(user_traceback(err))
         return 3
     return 0
