@@ -1,0 +1,153 @@
+"""The timing path on CPU tensors (perf_counter): interleaving, statistics, the processed
+frame's columns read by views/compare.py unchanged, and variants that game the measurement
+(memoised, stale, rewritten buffers) called incorrect, never faster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+
+from nsight_agent.engine import timing
+from nsight_agent.engine.runs import OutputCheck
+from nsight_agent.views.compare import compare_summary
+
+FAST = timing.TimingOptions(min_runs=6, max_runs=12, max_seconds=5.0)
+PROCESSED = [
+    "Annotation", "Metric", "AvgValue", "StdDev", "MinValue", "MaxValue", "NumRuns", "Kernel",
+    "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "CI95_Lower", "CI95_Upper",
+    "RelativeStdDevPct", "StableMeasurement", "Normalized", "Geomean",
+]  # fmt: skip
+
+
+def setup(n: int, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(n, device=device), torch.randn(n, device=device)
+
+
+def add_a(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.add(x, y)
+
+
+def add_b(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y
+
+
+def memoising() -> Any:
+    cache: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if tuple(x.shape) not in cache:  # memoised by shape, as the softmax seen on the H200
+            cache[tuple(x.shape)] = torch.add(x, y)
+        return cache[tuple(x.shape)]
+
+    return add
+
+
+def stale() -> Any:
+    last: list[torch.Tensor] = []
+
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        last.append(torch.add(x, y))
+        return last.pop(0) if len(last) > 1 else last[0]  # the previous call's result
+
+    return add
+
+
+def rewrites_buffer() -> Any:
+    buffer: list[torch.Tensor] = []
+
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if not buffer:
+            buffer.append(torch.empty_like(x))
+        return torch.add(x, y, out=buffer[0])  # every call hands back the same buffer
+
+    return add
+
+
+def run(variants: dict[str, Any], configs: list[dict[str, Any]]) -> timing.TimingResult:
+    return timing.time_variants(setup, variants, configs, baseline="A", options=FAST)
+
+
+def test_variants_are_interleaved_and_the_order_reverses_every_run() -> None:
+    result = run({"A": add_a, "B": add_b}, [{"n": 4096}])
+    assert result.method == "perf_counter"
+    runs = sorted({r for _, r, _ in result.order})
+    assert len(runs) >= FAST.min_runs
+    for r in runs:
+        called = [v for _, run_, v in result.order if run_ == r]
+        assert called == (["A", "B"] if r % 2 == 0 else ["B", "A"])
+    print("order:", result.order[:6])
+
+
+def test_rows_have_the_processed_columns_and_sane_statistics() -> None:
+    result = run({"A": add_a, "B": add_b}, [{"n": 1024}, {"n": 65536}])
+    frame = result.frame()
+    assert set(PROCESSED) <= set(frame.columns)
+    assert list(frame["Annotation"]) == ["A", "B", "A", "B"]
+    assert list(frame["n"]) == [1024, 1024, 65536, 65536]
+    assert set(frame["Metric"]) == {timing.METRIC}
+    assert set(frame["Method"]) == {"perf_counter"}
+    assert frame["OutputOK"].all()
+    for row in frame.to_dict("records"):
+        assert row["MinValue"] <= row["MedianValue"] <= row["MaxValue"]
+        assert row["CI95_Lower"] <= row["AvgValue"] <= row["CI95_Upper"]
+        assert row["MedianCI95_Lower"] <= row["MedianValue"] <= row["MedianCI95_Upper"]
+        assert FAST.min_runs <= row["NumRuns"] <= FAST.max_runs
+        assert row["Unit"] == "ns" and row["WarmupRuns"] >= FAST.warmup_min
+    print(frame[["Annotation", "n", "AvgValue", "MedianValue", "NumRuns", "RelativeStdDevPct"]])
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [(memoising, "differ"), (stale, "differ"), (rewrites_buffer, "changed after it was returned")],
+    ids=["memoised", "stale", "rewritten-buffer"],
+)
+def test_a_gaming_variant_is_incorrect(make: Any, why: str) -> None:
+    result = run({"A": add_a, "B": add_b, "cheat": make()}, [{"n": 4096}])
+    verdicts = {c["variant"]: c for c in result.checks}
+    assert verdicts["A"]["ok"] and verdicts["B"]["ok"]
+    assert not verdicts["cheat"]["ok"]
+    assert why in verdicts["cheat"]["message"]
+    frame = result.frame()
+    assert not frame.loc[frame["Annotation"] == "cheat", "OutputOK"].item()
+    print("cheat:", verdicts["cheat"]["message"][:160])
+
+
+def test_compare_view_reads_timing_rows_unchanged(tmp_path: Path) -> None:
+    result = run({"A": add_a, "cheat": memoising()}, [{"n": 4096}, {"n": 8192}])
+    fake = SimpleNamespace(
+        run_id="t1",
+        run_dir=tmp_path,
+        request=SimpleNamespace(baseline="A", expanded_configs=lambda: [{"n": 4096}, {"n": 8192}]),
+        processed=result.frame(),
+        raw=pd.DataFrame(),
+        checks=[OutputCheck(**c) for c in result.checks],
+        kernels={},
+        warnings=[],
+        artifacts={},
+        seconds=0.0,
+    )
+    summary = compare_summary(fake, baseline="A")
+    assert summary.metric == timing.METRIC
+    assert summary.overall["cheat"].verdict == "incorrect"
+    assert all(c.variants["cheat"].speedup is None for c in summary.configs)
+
+
+def test_a_deterministic_sample_set_gives_exact_statistics() -> None:
+    stats = timing.summarize([10.0, 10.0, 10.0, 10.0, 10.0, 10.0], 1.5)
+    assert stats["MedianValue"] == 10.0 and stats["StdDev"] == 0.0
+    assert stats["StableMeasurement"] is True
+    lo, hi = timing.median_ci(list(range(1, 101)))
+    assert lo < 50.5 < hi and hi - lo < 25
+    assert timing.summarize([1.0, 2.0, 30.0], 1.5)["StableMeasurement"] is False
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="baseline"):
+        timing.time_variants(setup, {"A": add_a}, [{"n": 4}], baseline="Z")
+    with pytest.raises(ValueError, match="at least one"):
+        timing.time_variants(setup, {}, [{"n": 4}])

@@ -1,0 +1,273 @@
+"""The warm worker with real subprocesses on the CPU: start, reuse, a job that raises, crash
+and replace (os._exit, a segfault), timeout kill (children found by their environment
+marker), a poisoned CUDA context, dying with the parent, the pre-flight and the timing path
+run in the worker. Times are printed, never asserted."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from nsight_agent.engine import pipeline, process, shipping, timing
+from nsight_agent.engine.harness import render
+from nsight_agent.engine.worker import (
+    CallJob,
+    JobError,
+    TimeJob,
+    Worker,
+    WorkerCrashed,
+    WorkerPool,
+    WorkerTimeout,
+    normalize_device,
+    warm_preflight,
+)
+from nsight_agent.request import ProfileRequest, Variant
+
+SETUP = "import torch\n\ndef setup(n, device):\n    return (torch.ones(n, device=device),)\n\n"
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    with WorkerPool() as p:
+        yield p
+
+
+@pytest.fixture
+def worker(pool: WorkerPool) -> Worker:
+    return pool.get("cpu")
+
+
+def pid_and(x: int) -> tuple[int, int]:
+    return os.getpid(), x * 2
+
+
+def raises() -> None:
+    raise ValueError("the job's own error")
+
+
+def exits() -> None:
+    os._exit(7)
+
+
+def segfaults() -> None:
+    ctypes.string_at(0)
+
+
+def cuda_error() -> None:
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def hangs_with_a_child(pid_file: str) -> None:
+    child = subprocess.Popen(["sleep", "120"], start_new_session=True)  # escapes the group
+    Path(pid_file).write_text(str(child.pid))
+    time.sleep(120)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
+
+
+def test_device_names() -> None:
+    assert [normalize_device(d) for d in ("cpu", "cuda", 1, "cuda:3")] == [
+        "cpu",
+        "cuda:0",
+        "cuda:1",
+        "cuda:3",
+    ]
+    with pytest.raises(ValueError):
+        normalize_device("tpu")
+
+
+def test_started_on_first_use_then_reused(pool: WorkerPool) -> None:
+    start = time.monotonic()
+    first = pool.run("cpu", _call(pid_and, 21), timeout=120)
+    cold = time.monotonic() - start
+    start = time.monotonic()
+    second = pool.get("cpu").call(pid_and, 1, timeout=30)
+    warm = time.monotonic() - start
+    assert first[1] == 42 and second[1] == 2
+    assert first[0] == second[0] == pool.get("cpu").pid
+    assert pool.get("cpu") is pool.get("cpu")
+    print(
+        f"first job (start + job) {cold:.2f} s, reused {warm * 1000:.1f} ms; {pool.get('cpu').info}"
+    )
+
+
+def _call(fn: Callable[..., object], *args: object) -> CallJob:
+    return CallJob(shipping.ship(fn, args=args))
+
+
+def test_a_job_that_raises_keeps_the_worker(worker: Worker) -> None:
+    before = worker.call(pid_and, 1, timeout=60)[0]
+    with pytest.raises(JobError, match="the job's own error") as info:
+        worker.call(raises, timeout=30)
+    assert info.value.error_type == "ValueError" and not info.value.poisoned
+    assert "raises" in info.value.remote_traceback
+    assert worker.call(pid_and, 1, timeout=30)[0] == before
+
+
+@pytest.mark.parametrize(("job", "code"), [(exits, 7), (segfaults, -signal.SIGSEGV)])
+def test_a_crash_is_replaced(worker: Worker, job: object, code: int) -> None:
+    before = worker.call(pid_and, 1, timeout=60)[0]
+    with pytest.raises(WorkerCrashed) as info:
+        worker.call(job, timeout=30)
+    assert info.value.returncode == code
+    assert not alive(before)
+    after = worker.call(pid_and, 1, timeout=120)[0]
+    assert after != before
+
+
+def test_a_job_past_its_timeout_is_killed_with_its_children(worker: Worker, tmp_path: Path) -> None:
+    before = worker.call(pid_and, 1, timeout=60)[0]
+    marker = worker.marker
+    assert process.marked_processes(marker, exact=True)  # the worker carries its marker
+    pid_file = tmp_path / "child.pid"
+    start = time.monotonic()
+    with pytest.raises(WorkerTimeout):
+        worker.call(hangs_with_a_child, str(pid_file), timeout=2)
+    print(f"timed out and killed in {time.monotonic() - start:.2f} s")
+    grandchild = int(pid_file.read_text())
+    assert not alive(before) and not alive(grandchild)
+    assert process.marked_processes(marker, exact=True) == {}
+    assert worker.call(pid_and, 1, timeout=120)[0] != before
+
+
+def test_a_cuda_error_poisons_the_worker_which_is_replaced(worker: Worker) -> None:
+    before = worker.call(pid_and, 1, timeout=60)[0]
+    with pytest.raises(JobError) as info:
+        worker.call(cuda_error, timeout=30)
+    assert info.value.poisoned
+    assert worker.call(pid_and, 1, timeout=120)[0] != before
+
+
+def test_workers_die_with_their_parent(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import os, sys, time
+        from nsight_agent.engine.worker import WorkerPool
+        pool = WorkerPool()
+        w = pool.get("cpu")
+        w.start()
+        print(w.pid, flush=True)
+        time.sleep(120)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    assert alive(child)
+    parent.kill()  # SIGKILL: no atexit, no cleanup in the parent
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(child)
+
+
+def test_close_ends_every_worker() -> None:
+    pool = WorkerPool()
+    pid = pool.get("cpu").call(pid_and, 1, timeout=120)[0]
+    pool.close()
+    assert not alive(pid)
+
+
+# --- the pre-flight and the timing path in the worker ----------------------------------------
+
+
+def run_dir_for(req: ProfileRequest, root: Path, name: str) -> Path:
+    run_dir = root / name
+    run_dir.mkdir(parents=True)
+    render.write_run_files(req, run_dir, root / ".cuda-cache")
+    return run_dir
+
+
+def variant(entry: str) -> Variant:
+    return Variant.model_validate({"name": entry, "entry": entry})
+
+
+def request(source: str, **kwargs: object) -> ProfileRequest:
+    fields: dict[str, object] = {"source": source, "language": "torch", "configs": {"n": [1000]}}
+    fields.update(runs=2, warmup=1, **kwargs)
+    return ProfileRequest.model_validate(fields)
+
+
+def test_warm_preflight_matches_the_cold_one(pool: WorkerPool, tmp_path: Path) -> None:
+    source = SETUP + "def run(x):\n    return x * 2\n\ndef wrong(x):\n    return x * 3\n"
+    variants = [variant("run"), variant("wrong")]
+    req = request(source, variants=variants, baseline="run")
+    pool.get("cpu").start()
+    start = time.monotonic()
+    warm = warm_preflight(pool, run_dir_for(req, tmp_path, "warm"), req, "cpu")
+    took = time.monotonic() - start
+    cold = pipeline.preflight(req, runs_root=tmp_path / "cold", device="cpu")
+    assert (warm.ok, warm.stage) == (cold.ok, cold.stage) == (False, "check")
+    assert [(c.variant, c.ok) for c in warm.checks] == [(c.variant, c.ok) for c in cold.checks]
+    print(f"warm pre-flight {took:.3f} s, cold {cold.seconds:.3f} s")
+
+
+@pytest.mark.parametrize(
+    ("source", "stage", "line"),
+    [
+        (SETUP + "def run(x)\n    return x\n", "import", 6),
+        (SETUP + "def run(x):\n    return x.view(3, -1)\n", "entry", 7),
+    ],
+    ids=["syntax", "runtime"],
+)
+def test_a_broken_source_is_rejected_quickly_on_a_warm_worker(
+    pool: WorkerPool, tmp_path: Path, source: str, stage: str, line: int
+) -> None:
+    req = request(source)
+    pool.get("cpu").start()
+    start = time.monotonic()
+    result = warm_preflight(pool, run_dir_for(req, tmp_path, "run"), req, "cpu")
+    took = time.monotonic() - start
+    assert not result.ok and (result.stage, result.line) == (stage, line)
+    print(f"broken source ({stage}) rejected on a warm worker in {took * 1000:.0f} ms")
+
+
+def test_os_exit_in_the_source_is_a_died_harness_and_the_worker_is_replaced(
+    pool: WorkerPool, tmp_path: Path
+) -> None:
+    before = pool.get("cpu").call(pid_and, 1, timeout=120)[0]
+    req = request("import os\nos._exit(3)\n" + SETUP + "def run(x):\n    return x\n")
+    result = warm_preflight(pool, run_dir_for(req, tmp_path, "run"), req, "cpu")
+    assert not result.ok and "died" in result.errors[0]
+    assert pool.get("cpu").call(pid_and, 1, timeout=120)[0] != before
+
+
+def test_time_job_on_a_rendered_run(pool: WorkerPool, tmp_path: Path) -> None:
+    source = SETUP + "def run(x):\n    return x * 2\n\ndef other(x):\n    return x + x\n"
+    variants = [variant("run"), variant("other")]
+    req = request(source, variants=variants, baseline="run", configs={"n": [1000, 4000]})
+    run_dir = run_dir_for(req, tmp_path, "run")
+    options = {"min_runs": 5, "max_runs": 10}
+    start = time.monotonic()
+    result = pool.run("cpu", TimeJob(str(run_dir), "cpu", options), timeout=120)
+    took = time.monotonic() - start
+    assert isinstance(result, timing.TimingResult)
+    frame = result.frame()
+    assert list(frame["Annotation"]) == ["run", "other", "run", "other"]
+    assert frame["OutputOK"].all() and set(frame["Method"]) == {"perf_counter"}
+    print(f"timing job of 2 variants x 2 configs on a warm worker: {took:.3f} s")
