@@ -8,6 +8,7 @@ become ``ToolError`` in ``boundary``.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 
 from nsight_agent import __version__, service
+from nsight_agent.engine import process
 from nsight_agent.server import tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
 from nsight_agent.views.common import ARTIFACT_URI
@@ -89,6 +91,13 @@ def serve(
     """Run the server; logs go to stderr (on stdio, stdout is the wire)."""
     server = build_server(runs_root)
     if transport == "stdio":
-        server.run()
+        # Every child dies with the server: stdin closed (the client went away), SIGTERM,
+        # SIGINT or SIGHUP kill them all (engine.process), then the process ends even if a
+        # worker thread is still unwinding. Orphans of an earlier, killed server go first.
+        process.reap_orphans()
+        with process.children_die_with_us():
+            server.run()
+        process.kill_all()
+        os._exit(0)
     else:
         server.run(transport="streamable-http", host=host, port=port)
