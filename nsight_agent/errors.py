@@ -83,3 +83,35 @@ class HarnessError(NsightAgentError):
 
 class CoolingTimeoutError(NsightAgentError):
     """The GPU did not cool to the requested thermal headroom in time."""
+
+
+class RunStorageError(NsightAgentError):
+    """The runs folder cannot hold a run's files (not a folder, not writable, disk full)."""
+
+
+class RunsRootNotAFolderError(RunStorageError):
+    """The runs root (or a folder above it) is a file, not a folder."""
+
+
+class RunsFolderNotWritableError(RunStorageError):
+    """The runs folder may not be written by this user, or is on a read-only file system."""
+
+
+class StorageFullError(RunStorageError):
+    """The disk (or quota) holding the runs folder is full."""
+
+
+class RunIdCollisionError(RunStorageError):
+    """No free run id was found after several tries (another process is creating the same)."""
+
+
+class RunCancelledError(NsightAgentError):
+    """The run was cancelled (the caller cancelled, disconnected or the server stopped)."""
+
+
+class NotAReportError(ExtractionError):
+    """The file is not an Nsight Compute report (it lacks the .ncu-rep header)."""
+
+
+class TruncatedReportError(ExtractionError):
+    """The file starts as an Nsight Compute report but ends early (empty or cut short)."""

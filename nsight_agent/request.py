@@ -27,6 +27,22 @@ MAX_CONFIGS = 64
 
 RESERVED_CONFIG_KEYS = frozenset({"device"})
 
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+"""Largest source (module, variant or CUDA source) one request may carry, in UTF-8 bytes."""
+
+
+def _check_source_size(kind: str, value: str | None) -> str | None:
+    if value is None:
+        return value
+    size = len(value.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        raise ValueError(
+            f"{kind} is {size / 2**20:.1f} MiB; the limit is {MAX_SOURCE_BYTES // 2**20} MiB. "
+            "Send the kernel and its entry points only (load large data in setup, from files)"
+        )
+    return value
+
+
 KERNEL_CONTRACT_SUMMARY = (
     "Kernel contract (all languages): `source` is a Python module. It defines "
     "`setup(**config, device)` that builds the inputs of one configuration and returns them "
@@ -86,6 +102,11 @@ class Variant(BaseModel):
     def _entry(cls, v: str) -> str:
         return _check_identifier("entry", v)
 
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str | None) -> str | None:
+        return _check_source_size("variant source", v)
+
 
 ConfigValue = int | float | str | bool | None
 
@@ -126,6 +147,11 @@ class ProfileRequest(BaseModel):
     @classmethod
     def _identifiers(cls, v: str) -> str:
         return _check_identifier("function name", v)
+
+    @field_validator("source", "cuda_source")
+    @classmethod
+    def _sources(cls, v: str | None) -> str | None:
+        return _check_source_size("source", v)
 
     @field_validator("cuda_functions")
     @classmethod
@@ -182,6 +208,11 @@ class ProfileRequest(BaseModel):
 def expand_configs(configs: list[dict[str, Any]] | dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Validate and expand ``configs``; raises ``ValueError`` saying what is wrong."""
     if isinstance(configs, dict):
+        if not configs:
+            raise ValueError(
+                "configs is an empty grid {}: give at least one parameter with its values, "
+                'e.g. {"n": [1024]}, or a list of configs'
+            )
         for key, values in configs.items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"grid entry {key!r} must be a non-empty list of values")

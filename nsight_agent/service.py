@@ -15,7 +15,7 @@ from typing import Any
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
-from nsight_agent.engine import ncu, pipeline
+from nsight_agent.engine import ncu, pipeline, run_status, runs
 from nsight_agent.engine.pipeline import PreflightResult, Progress, RunResult
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
@@ -60,16 +60,19 @@ def preflight_text(pre: PreflightResult) -> str:
     )
 
 
-def ncu_or_preflight(request: ProfileRequest, runs_root: Path | None) -> None:
+def ncu_or_preflight(
+    request: ProfileRequest, runs_root: Path | None, cancel: threading.Event | None = None
+) -> None:
     """Return when ncu is here. Without it, run the harness once (on the CPU when there is
     no GPU) so source errors still come first, then raise "ncu not found" with what the
-    pre-flight showed."""
+    pre-flight showed (and its run id)."""
     try:
         ncu.find_ncu()
     except NcuNotFoundError as err:
-        pre = pipeline.preflight(request, runs_root=runs_root)
+        pre = pipeline.preflight(request, runs_root=runs_root, cancel=cancel)
         pipeline.raise_if_broken(pre)  # a SourceError with stage and line
-        raise NcuNotFoundError(f"{err.message} {preflight_text(pre)}", err.hint) from err
+        text = f"{err.message} {preflight_text(pre)} (pre-flight run {pre.run_id})"
+        raise NcuNotFoundError(text, err.hint) from err
 
 
 def profile(
@@ -80,7 +83,7 @@ def profile(
     cancel: threading.Event | None = None,
 ) -> RunResult:
     """Pre-flight, then the ncu run; without ncu, the pre-flight alone and a clear error."""
-    ncu_or_preflight(request, runs_root)
+    ncu_or_preflight(request, runs_root, cancel)
     return pipeline.profile(request, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
 
 
@@ -89,14 +92,16 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
 
 
 def list_runs(runs_root: Path | None = None, limit: int = 200) -> dict[str, Any]:
-    """Run ids under the runs folder, newest first."""
+    """Run ids under the runs folder, newest first, with their status; only run folders
+    (not the CUDA build cache or anything else kept there)."""
     root = Path(runs_root or pipeline.default_runs_root())
-    dirs = sorted(
-        (d for d in root.iterdir() if d.is_dir()) if root.is_dir() else [],
-        key=lambda d: d.stat().st_mtime,
-        reverse=True,
-    )
-    return {"runs_root": str(root), "runs": [d.name for d in dirs[:limit]]}
+    try:
+        found = [d for d in root.iterdir() if runs.is_run_dir(d)] if root.is_dir() else []
+    except OSError:
+        found = []
+    dirs = sorted(found, key=lambda d: d.name, reverse=True)[:limit]
+    status = {d.name: (run_status.read_status(d) or {}).get("status", "passed") for d in dirs}
+    return {"runs_root": str(root), "runs": [d.name for d in dirs], "status": status}
 
 
 def list_runs_json(runs_root: Path | None = None) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nsight_agent.engine import pipeline
+from nsight_agent.engine import pipeline, preflight_run
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.errors import InvalidRequestError
@@ -209,7 +209,7 @@ def test_kernel_counts_of_a_gpu_preflight_are_checked_per_variant_and_config() -
     calls += [call("flaky", 0, ["k"]), call("flaky", 0, ["k", "add"])]
     calls += [call("cached", 1, []), call("cached", 1, [])]
     result = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
-    pipeline._add_check_errors(result, {"calls": calls, "checks": []})
+    preflight_run._add_check_errors(result, {"calls": calls, "checks": []})
     assert not result.ok and result.stage == "entry"
     assert result.errors == [
         "variant 'flaky', config #0: the number of kernels changes between runs ([1, 2]); "
@@ -218,7 +218,7 @@ def test_kernel_counts_of_a_gpu_preflight_are_checked_per_variant_and_config() -
         "the GPU? does it return a cached result?)",
     ]
     clean = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
-    pipeline._add_check_errors(clean, {"calls": calls[:3], "checks": []})
+    preflight_run._add_check_errors(clean, {"calls": calls[:3], "checks": []})
     assert clean.ok and clean.errors == []
 
 

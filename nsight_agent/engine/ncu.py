@@ -144,8 +144,11 @@ def run(
     env: dict[str, str] | None = None,
     poll: Callable[[], None] | None = None,
     poll_interval: float = 0.5,
+    tag: str | None = None,
 ) -> NcuRun:
-    """Run ncu through the process runner; a timeout becomes ``CollectionTimeoutError``."""
+    """Run ncu through the process runner; a timeout becomes ``CollectionTimeoutError``.
+
+    ``tag`` names the run in the children's environment marker (see ``process``)."""
     try:
         done = process.run_to_file(
             argv,
@@ -155,6 +158,7 @@ def run(
             env=env,
             poll=poll,
             poll_interval=poll_interval,
+            tag=tag,
         )
     except process.RunTimeout:
         raise CollectionTimeoutError(
@@ -250,6 +254,7 @@ def collect(
     env: dict[str, str] | None = None,
     poll: Callable[[], None] | None = None,
     suggest: Suggest | None = None,
+    tag: str | None = None,
 ) -> NcuRun:
     """Run ``target`` once under ncu and check the outcome: the one collection path.
 
@@ -268,6 +273,7 @@ def collect(
         cwd=cwd,
         env=env if env is not None else child_env(),
         poll=poll,
+        tag=tag,
     )
     program_error = ""
     if error_path is not None and error_path.exists():

@@ -14,13 +14,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from nsight_agent.engine import measure, ncu, process
+from nsight_agent.engine import measure, ncu, preflight_run
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.preflight_run import raise_if_broken
+from nsight_agent.engine.run_status import RunRecord, run_record
 from nsight_agent.engine.runs import (
     OutputCheck,
     PreflightResult,
@@ -30,36 +31,52 @@ from nsight_agent.engine.runs import (
     load_run,
     new_run_dir,
     save_result,
+    write_request,
 )
 from nsight_agent.errors import (
-    CollectionTimeoutError,
-    NsightAgentError,
+    NcuError,
+    NoKernelsProfiledError,
     ProfiledProcessError,
+    RunCancelledError,
 )
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 
 Progress = Callable[[int, int, str], None]
 
 # Check failures that make the outputs incomparable: profiling such a variant is pointless.
-STRUCTURAL_REASONS = frozenset({"shape", "dtype", "structure", "alias"})
 CUDA_CACHE = ".cuda-cache"
-PREFLIGHT_PREFIX = "preflight-"
 
 
-class CancelledError(NsightAgentError):
+class CancelledError(RunCancelledError):
     """The caller cancelled the run (``cancel`` was set); its processes were killed."""
 
 
 def preflight(
-    request: ProfileRequest, *, runs_root: Path | None = None, device: str | None = None
+    request: ProfileRequest,
+    *,
+    runs_root: Path | None = None,
+    device: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> PreflightResult:
-    """Run the harness once per config without ncu (on ``device``, default cuda if present)."""
+    """Run the harness once per config without ncu (on ``device``, default cuda if present).
+
+    The run folder's status ends passed or failed (stage pre-flight), timed_out or cancelled.
+    """
     root = runs_root or default_runs_root()
     run_id, run_dir = new_run_dir(root)
-    (run_dir / "request.json").write_text(request.model_dump_json(indent=1))
-    render.write_run_files(request, run_dir, root / CUDA_CACHE)
-    result = _preflight(run_dir, request, device or _default_device(), poll=None)
-    result.run_id = run_id
+    with run_record(run_dir, run_id) as record:
+        record.stage("render")
+        write_request(run_dir, request)
+        render.write_run_files(request, run_dir, root / CUDA_CACHE)
+        record.stage("pre-flight")
+        result = preflight_run.run_preflight(
+            run_dir, request, device or _default_device(), poll=_poller(cancel, None, None, 0)
+        )
+        result.run_id = run_id
+        if result.ok or result.stage == "check":
+            record.passed()
+        else:
+            record.failed(SourceError(result.stage or "entry", "\n".join(result.errors)))
     return result
 
 
@@ -75,16 +92,40 @@ def profile(
     root = runs_root or default_runs_root()
     ncu.find_ncu()  # fail before any work when ncu is missing
     run_id, run_dir = new_run_dir(root)
-    (run_dir / "request.json").write_text(request.model_dump_json(indent=1))
-    render.write_run_files(request, run_dir, root / CUDA_CACHE)
+    with run_record(run_dir, run_id) as record:
+        record.stage("render")
+        write_request(run_dir, request)
+        render.write_run_files(request, run_dir, root / CUDA_CACHE)
+        total = len(request.expanded_configs()) * len(request.effective_variants()) * request.runs
+        say = on_progress or (lambda done, total, message: None)
+
+        record.stage("pre-flight")
+        say(0, total, "pre-flight: running the harness once without the profiler")
+        poll = _poller(cancel, None, None, 0)
+        pre = preflight_run.run_preflight(run_dir, request, _default_device(), poll=poll)
+        raise_if_broken(pre)
+
+        record.stage("ncu")
+        say(0, total, "profiling under ncu")
+        result = _profile_under_ncu(request, run_dir, run_id, pre, cancel, on_progress, record)
+        result.seconds = time.monotonic() - start
+        record.stage("save")
+        save_result(result)
+        record.passed()
+    say(total, total, f"done in {result.seconds:.1f} s")
+    return result
+
+
+def _profile_under_ncu(
+    request: ProfileRequest,
+    run_dir: Path,
+    run_id: str,
+    pre: PreflightResult,
+    cancel: threading.Event | None,
+    on_progress: Progress | None,
+    record: RunRecord,
+) -> RunResult:
     total = len(request.expanded_configs()) * len(request.effective_variants()) * request.runs
-    say = on_progress or (lambda done, total, message: None)
-
-    say(0, total, "pre-flight: running the harness once without the profiler")
-    pre = _preflight(run_dir, request, _default_device(), poll=_poller(cancel, None, None, 0))
-    raise_if_broken(pre)
-
-    say(0, total, "profiling under ncu")
     metrics = list(request.metrics) or [TIME_METRIC]
     options = ncu.NcuOptions(
         metrics=metrics,
@@ -95,7 +136,7 @@ def profile(
     )
     artifacts = artifact_paths(run_dir)
     try:
-        ncu.collect(
+        done = ncu.collect(
             [ncu.python_executable(), "harness.py", "--device", "cuda"],
             options,
             report_path=artifacts["report"],
@@ -106,15 +147,25 @@ def profile(
             cwd=run_dir,
             env=ncu.child_env(),
             poll=_poller(cancel, on_progress, run_dir / "progress.txt", total),
+            tag=f"{run_id}.ncu",
         )
     except ProfiledProcessError as err:
-        raise _source_error(run_dir / "error.json", err.stderr_tail) from err
-
+        raise preflight_run.source_error(run_dir / "error.json", err.stderr_tail) from err
+    except (NoKernelsProfiledError, NcuError) as err:
+        # An early exit (os._exit at import or in the entry) looks like "no kernels".
+        early = _ended_early(artifacts["manifest"], request)
+        if early is not None:
+            raise early from err
+        raise
+    early = _ended_early(artifacts["manifest"], request)
+    if early is not None:
+        raise early
+    record.stage("extract")
     manifest = measure.read_manifest(artifacts["manifest"])
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
     combine = operator.add if request.combine_kernels == "sum" else None
-    done = measure.measure(
+    measured = measure.measure(
         artifacts["report"],
         manifest,
         metrics,
@@ -125,151 +176,36 @@ def profile(
     )
     variants = [v.name for v in request.effective_variants()]
     kernels = {
-        v: list(dict.fromkeys(r.kernel for r in done.records if r.annotation == v))
+        v: list(dict.fromkeys(r.kernel for r in measured.records if r.annotation == v))
         for v in variants
     }
-    raw = done.raw
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
-    processed = _with_ok_column(done.processed, request, checks)
-
+    processed = _with_ok_column(measured.processed, request, checks)
     manifest["kernels"] = kernels
     artifacts["manifest"].write_text(json.dumps(manifest, indent=1))
-    result = RunResult(
+    return RunResult(
         run_id=run_id,
         run_dir=run_dir,
         request=request,
         processed=processed,
-        raw=raw,
+        raw=measured.raw,
         checks=checks,
         kernels=kernels,
         warnings=_warnings(request, checks, kernels, pre),
         artifacts={k: p for k, p in artifacts.items() if p.exists()},
-        seconds=time.monotonic() - start,
+        seconds=done.seconds,
         cuda_build=pre.cuda_build,
         preflight=pre,
         extra={"profile_cuda_build": manifest.get("cuda_build")},
     )
-    save_result(result)
-    say(total, total, f"done in {result.seconds:.1f} s")
-    return result
-
-
-# --- pre-flight -------------------------------------------------------------------------------
-
-
-def _preflight(
-    run_dir: Path, request: ProfileRequest, device: str, poll: Callable[[], None] | None
-) -> PreflightResult:
-    env = {"NSIGHT_AGENT_PREFLIGHT": "1"}
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"  # Triton kernels run on CPU tensors in the interpreter
-    files = {n: run_dir / f"{PREFLIGHT_PREFIX}{n}" for n in ("manifest.json", "error.json")}
-    output = run_dir / f"{PREFLIGHT_PREFIX}output.log"
-    argv = [ncu.python_executable(), "harness.py", "--preflight", "--device", device]
-    argv += ["--prefix", PREFLIGHT_PREFIX]
-    try:
-        done = process.run_to_file(
-            argv,
-            output_path=output,
-            timeout=request.timeout_s,
-            cwd=run_dir,
-            env=ncu.child_env(env),
-            poll=poll,
-        )
-    except process.RunTimeout:
-        raise CollectionTimeoutError(
-            f"The pre-flight ran past its {request.timeout_s} s limit and was killed.",
-            f"A kernel or the setup may hang; its output so far is in {output}.",
-        ) from None
-    manifest: dict[str, Any] = {}
-    if files["manifest.json"].exists():
-        manifest = json.loads(files["manifest.json"].read_text())
-    checks = [OutputCheck(**c) for c in manifest.get("checks", [])]
-    result = PreflightResult(
-        ok=True,
-        device=device,
-        seconds=done.seconds,
-        checks=checks,
-        kernels_per_call=_kernels_per_call(manifest),
-        notes=manifest.get("notes", []),
-        cuda_build=manifest.get("cuda_build"),
-    )
-    if done.returncode != 0:
-        err = _source_error(files["error.json"], output.read_text(errors="replace")[-4000:])
-        result.ok, result.stage, result.line = False, err.stage, err.line
-        result.errors.append(err.message)
-    else:
-        _add_check_errors(result, manifest)
-    (run_dir / f"{PREFLIGHT_PREFIX}result.json").write_text(result.model_dump_json(indent=1))
-    return result
-
-
-def _add_check_errors(result: PreflightResult, manifest: dict[str, Any]) -> None:
-    checks = result.checks
-    errors = [
-        f"variant {c.variant!r}, config #{c.config_index}: {c.message}" for c in checks if not c.ok
-    ]
-    errors += _kernel_count_errors(manifest)
-    if errors:
-        result.ok, result.errors = False, errors
-        result.stage = "check" if any(not c.ok for c in checks) else "entry"
-
-
-def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | None:
-    calls = manifest.get("calls", [])
-    if not calls or any(c.get("kernels") is None for c in calls):
-        return None  # counted only on a GPU
-    out: dict[str, list[list[str]]] = {}
-    for c in calls:
-        out.setdefault(c["variant"], []).append(list(c["kernels"]))
-    return out
-
-
-def _kernel_count_errors(manifest: dict[str, Any]) -> list[str]:
-    """Runs of one (variant, config) must launch the same kernels, and at least one."""
-    seen: dict[tuple[str, int], set[int]] = {}
-    for c in manifest.get("calls", []):
-        if c.get("kernels") is not None:
-            seen.setdefault((c["variant"], c["config"]), set()).add(len(c["kernels"]))
-    errors = []
-    for (variant, config), counts in seen.items():
-        if len(counts) > 1:
-            errors.append(
-                f"variant {variant!r}, config #{config}: the number of kernels changes between "
-                f"runs ({sorted(counts)}); warm up autotuners/caches in the first call or use "
-                "replay_mode='range'"
-            )
-        elif counts == {0}:
-            errors.append(
-                f"variant {variant!r}, config #{config}: the entry launched no CUDA kernel "
-                "(are the tensors on the GPU? does it return a cached result?)"
-            )
-    return errors
-
-
-def raise_if_broken(pre: PreflightResult) -> None:
-    """Raise SourceError for a broken source or incomparable outputs (shape, dtype, structure,
-    aliasing); wrong values alone do not raise: they are profiled and flagged not ok."""
-    if pre.ok:
-        return
-    structural = [c for c in pre.checks if not c.ok and c.reason in STRUCTURAL_REASONS]
-    if pre.stage != "check" or structural:
-        message = "\n".join(pre.errors) or "the pre-flight run failed"
-        raise SourceError(pre.stage or "entry", message, line=pre.line)
-
-
-def _source_error(error_file: Path, output_tail: str) -> SourceError:
-    if error_file.exists():
-        try:
-            return SourceError.from_json(json.loads(error_file.read_text()))
-        except (ValueError, TypeError):
-            pass
-    return SourceError(
-        "entry", f"the harness died without an error report (crash in native code?):\n{output_tail}"
-    )
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+def _ended_early(manifest: Path, request: ProfileRequest) -> SourceError | None:
+    found = preflight_run.read_manifest(manifest)
+    return preflight_run.early_exit(found, request, request.runs, 0)
 
 
 def _default_device() -> str:

@@ -1,8 +1,15 @@
 """The run store: one folder per run with its request, files, report and results, and the
-models of what a run produced. ``load_run`` rebuilds a finished run without profiling again."""
+models of what a run produced. ``load_run`` rebuilds a run without profiling again: a
+finished one in full, a failed one from what it left (status, logs, error, pre-flight).
+
+Every run folder has ``status.json`` (written atomically): running, then passed, failed
+(with the stage and the message), timed_out or cancelled. The sources are stored once, in
+their own files; ``request.json`` names those files instead of repeating them.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -15,8 +22,27 @@ import pandas as pd
 from pydantic import BaseModel
 
 from nsight_agent.engine.harness import render
-from nsight_agent.errors import InvalidRequestError
+from nsight_agent.engine.run_status import (
+    STATUS_FILE,
+    read_status,
+    storage_errors,
+    write_atomic,
+    write_status,
+)
+from nsight_agent.errors import (
+    InvalidRequestError,
+    RunIdCollisionError,
+)
 from nsight_agent.request import ProfileRequest
+
+# The tables' columns (aggregate, extract), for the empty tables of a run that did not pass.
+PER_KERNEL = ["Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit"]
+RAW_COLUMNS = ["Annotation", "Value", "Metric", *PER_KERNEL]
+PROCESSED_COLUMNS = [
+    *("Annotation", "Metric", "AvgValue", "StdDev", "MinValue", "MaxValue", "NumRuns"),
+    *("CI95_Lower", "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Normalized"),
+    *("Geomean", "OutputOK", *PER_KERNEL),
+]
 
 
 class OutputCheck(BaseModel):
@@ -65,6 +91,8 @@ class RunResult:
     cuda_build: dict[str, Any] | None = None  # first build of this request (pre-flight)
     preflight: PreflightResult | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    status: str = "passed"  # passed | failed | timed_out | cancelled (see status.json)
+    failure: dict[str, Any] | None = None  # stage and message of a run that did not pass
 
     def ok(self, variant: str, config_index: int) -> bool:
         """False unless the variant's outputs were checked correct for that config."""
@@ -77,17 +105,53 @@ def default_runs_root() -> Path:
     return Path(os.environ.get("NSIGHT_AGENT_RUNS") or Path.home() / ".cache/nsight-agent/runs")
 
 
-def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
-    """Rebuild a finished run's result from its directory, without profiling again."""
-    if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
-        raise InvalidRequestError(f"malformed run id {run_id!r}")
-    run_dir = (runs_root or default_runs_root()) / run_id
-    if not (run_dir / "result.json").is_file():
+def check_run_id(run_id: str) -> str:
+    """Refuse run ids that are not plain folder names (traversal, hidden folders)."""
+    bad = not run_id or len(run_id) > 128 or run_id.startswith(".")
+    if bad or any(not (c.isalnum() or c in "-_.") for c in run_id):
         raise InvalidRequestError(
-            f"No finished run {run_id!r} in {run_dir.parent}.",
-            "Use the run_id a previous profile call returned; runs that failed keep their "
-            "directory (logs, error.json) but have no result.",
+            f"malformed run id {run_id!r}",
+            "Use the run_id a profiling answer gave (e.g. 20261130-101500-0a1b2c3d4e5f); the "
+            "runs resource nsight-agent://runs lists them.",
         )
+    return run_id
+
+
+def is_run_dir(path: Path) -> bool:
+    """A folder made by ``new_run_dir`` (not the CUDA cache or another folder in the root)."""
+    return (
+        not path.name.startswith(".")
+        and path.is_dir()
+        and any((path / n).is_file() for n in (STATUS_FILE, "request.json", "result.json"))
+    )
+
+
+def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
+    """Rebuild a run from its directory, without profiling again.
+
+    A finished run comes back in full; one that failed, timed out or was cancelled comes
+    back with what it left (its status, request, pre-flight and files) and empty tables.
+    """
+    check_run_id(run_id)
+    run_dir = (runs_root or default_runs_root()) / run_id
+    status = read_status(run_dir)
+    if status is None and not (run_dir / "result.json").is_file():
+        raise InvalidRequestError(
+            f"No finished run {run_id!r} in {run_dir.parent}: there is no such run.",
+            "Use the run_id a previous profile call returned (the runs resource "
+            "nsight-agent://runs lists them).",
+        )
+    state = (status or {}).get("status", "passed")
+    if state == "running":
+        if _owner_alive(status or {}):
+            raise InvalidRequestError(
+                f"Run {run_id} is still running (stage {(status or {}).get('stage')}).",
+                "Wait for the profiling call to answer, then read the run again.",
+            )
+        state = "failed"
+        status = {**(status or {}), "message": "interrupted: the server ended while it ran"}
+    if state != "passed" or not (run_dir / "result.json").is_file():
+        return _failed_run(run_id, run_dir, status or {"status": "failed"}, state)
     data = json.loads((run_dir / "result.json").read_text())
     pre = data.get("preflight")
     artifacts = {k: p for k, p in artifact_paths(run_dir).items() if p.exists()}
@@ -95,7 +159,7 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
-        request=ProfileRequest.model_validate_json((run_dir / "request.json").read_text()),
+        request=read_request(run_dir),
         processed=pd.read_csv(run_dir / "processed.csv"),
         raw=pd.read_csv(run_dir / "raw.csv"),
         checks=[OutputCheck(**c) for c in data["checks"]],
@@ -109,11 +173,102 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
     )
 
 
+def _owner_alive(status: dict[str, Any]) -> bool:
+    pid = status.get("pid")
+    return isinstance(pid, int) and (pid == os.getpid() or Path(f"/proc/{pid}").exists())
+
+
+def _failed_run(run_id: str, run_dir: Path, status: dict[str, Any], state: str) -> RunResult:
+    """What a run that did not pass left behind, as a result with empty tables."""
+    pre_file = run_dir / "preflight-result.json"
+    pre = None
+    with contextlib.suppress(OSError, ValueError):
+        pre = PreflightResult.model_validate_json(pre_file.read_text())
+    try:
+        request = read_request(run_dir)
+    except (OSError, ValueError) as err:
+        raise InvalidRequestError(
+            f"Run {run_id} {state} before its request was stored: {status.get('message')}",
+            f"Its folder {run_dir} holds what it left (status.json).",
+        ) from err
+    failure = {k: status.get(k) for k in ("status", "stage", "message", "error")}
+    failure["status"] = state
+    named = artifact_paths(run_dir)
+    for extra in ("error.json", "preflight-output.log", "preflight-error.json"):
+        named[extra.replace(".", "_").replace("-", "_")] = run_dir / extra
+    return RunResult(
+        run_id=run_id,
+        run_dir=run_dir,
+        request=request,
+        processed=pd.DataFrame(columns=[*request.param_names(), *PROCESSED_COLUMNS]),
+        raw=pd.DataFrame(columns=[*request.param_names(), *RAW_COLUMNS]),
+        checks=list(pre.checks) if pre else [],
+        kernels={},
+        warnings=[f"run {run_id} {state} at {status.get('stage')}: {status.get('message')}"],
+        artifacts={k: p for k, p in named.items() if p.is_file()},
+        seconds=float(status.get("seconds") or 0.0),
+        preflight=pre,
+        status=state,
+        failure=failure,
+    )
+
+
+# --- writing a run ---------------------------------------------------------------------------
+
+
+def new_run_id() -> str:
+    """A time-sortable id with 48 random bits: collisions need the same second and bits."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(6)}"
+
+
 def new_run_dir(root: Path) -> tuple[str, Path]:
-    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-    run_dir = root / run_id
-    run_dir.mkdir(parents=True, exist_ok=False)
-    return run_id, run_dir
+    """Create a fresh run folder (a new id on the rare collision), with status ``running``."""
+    with storage_errors(root):
+        root.mkdir(parents=True, exist_ok=True)
+        for _ in range(8):
+            run_id = new_run_id()
+            run_dir = root / run_id
+            try:
+                run_dir.mkdir()
+            except FileExistsError:
+                continue
+            write_status(run_dir, run_id, "running", stage="created")
+            return run_id, run_dir
+    raise RunIdCollisionError(
+        f"No free run id in {root} after 8 tries.",
+        "Another process creates runs with the same ids: give this server its own runs "
+        "folder (NSIGHT_AGENT_RUNS or --runs-root).",
+    )
+
+
+def write_request(run_dir: Path, request: ProfileRequest) -> None:
+    """``request.json`` with each source replaced by the name of the file that holds it."""
+    data = request.model_dump(mode="json")
+    data["source"] = {"file": f"{render.MAIN_MODULE}.py"}
+    for i, v in enumerate(data.get("variants", [])):
+        if v.get("source") is not None:
+            same = v["source"] == request.source
+            v["source"] = {"file": f"{render.MAIN_MODULE}.py" if same else f"variant_{i}.py"}
+    if data.get("cuda_source") is not None:
+        data["cuda_source"] = {"file": "kernel.cu"}
+    write_atomic(run_dir / "request.json", json.dumps(data, indent=1))
+
+
+def read_request(run_dir: Path) -> ProfileRequest:
+    """The request of a run, its sources read back from their files."""
+    data = json.loads((run_dir / "request.json").read_text())
+
+    def text(value: Any) -> Any:
+        if isinstance(value, dict) and isinstance(value.get("file"), str):
+            name = Path(value["file"]).name
+            return (run_dir / name).read_text()
+        return value
+
+    data["source"] = text(data.get("source"))
+    data["cuda_source"] = text(data.get("cuda_source"))
+    for v in data.get("variants", []):
+        v["source"] = text(v.get("source"))
+    return ProfileRequest.model_validate(data)
 
 
 def artifact_paths(run_dir: Path) -> dict[str, Path]:
@@ -127,6 +282,7 @@ def artifact_paths(run_dir: Path) -> dict[str, Path]:
         "program_output": "program-output.log",
         "raw_csv": "raw.csv",
         "processed_csv": "processed.csv",
+        "status": STATUS_FILE,
     }
     return {k: run_dir / v for k, v in names.items()}
 
@@ -145,7 +301,7 @@ def save_result(result: RunResult) -> None:
         "preflight": result.preflight.model_dump() if result.preflight else None,
         "extra": result.extra,
     }
-    (result.run_dir / "result.json").write_text(json.dumps(data, indent=1, default=str))
+    write_atomic(result.run_dir / "result.json", json.dumps(data, indent=1, default=str))
     for key, name in (("raw_csv", "raw.csv"), ("processed_csv", "processed.csv")):
         result.artifacts[key] = result.run_dir / name
     result.artifacts["result"] = result.run_dir / "result.json"

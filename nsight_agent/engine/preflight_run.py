@@ -1,0 +1,187 @@
+"""The pre-flight: the harness run once without ncu (on the CPU when there is no GPU), and
+the rule that no exit status is trusted: a harness passed only when its manifest holds every
+(config, variant, run). Broken sources become ``SourceError`` with stage and line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.engine import ncu, process
+from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.run_status import tag_run
+from nsight_agent.engine.runs import OutputCheck, PreflightResult
+from nsight_agent.errors import CollectionTimeoutError
+from nsight_agent.request import ProfileRequest
+
+# Check failures that make the outputs incomparable: profiling such a variant is pointless.
+STRUCTURAL_REASONS = frozenset({"shape", "dtype", "structure", "alias"})
+PREFLIGHT_PREFIX = "preflight-"
+
+
+def run_preflight(
+    run_dir: Path, request: ProfileRequest, device: str, poll: Callable[[], None] | None
+) -> PreflightResult:
+    env = {"NSIGHT_AGENT_PREFLIGHT": "1"}
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"  # Triton kernels run on CPU tensors in the interpreter
+    files = {n: run_dir / f"{PREFLIGHT_PREFIX}{n}" for n in ("manifest.json", "error.json")}
+    output = run_dir / f"{PREFLIGHT_PREFIX}output.log"
+    argv = [ncu.python_executable(), "harness.py", "--preflight", "--device", device]
+    argv += ["--prefix", PREFLIGHT_PREFIX]
+    try:
+        done = process.run_to_file(
+            argv,
+            output_path=output,
+            timeout=request.timeout_s,
+            cwd=run_dir,
+            env=ncu.child_env(env),
+            poll=poll,
+            tag=f"{run_dir.name}.preflight",
+        )
+    except process.RunTimeout:
+        raise CollectionTimeoutError(
+            f"The pre-flight ran past its {request.timeout_s:g} s limit and was killed.",
+            f"A kernel or the setup may hang; its output so far is in {output}.",
+        ) from None
+    manifest = read_manifest(files["manifest.json"]) or {}
+    checks = [OutputCheck(**c) for c in manifest.get("checks", [])]
+    result = PreflightResult(
+        ok=True,
+        device=device,
+        seconds=done.seconds,
+        checks=checks,
+        kernels_per_call=_kernels_per_call(manifest),
+        notes=manifest.get("notes", []),
+        cuda_build=manifest.get("cuda_build"),
+    )
+    if done.returncode != 0:
+        tail = output.read_text(errors="replace")[-4000:]
+        err = source_error(files["error.json"], tail, done.returncode)
+        result.ok, result.stage, result.line = False, err.stage, err.line
+        result.errors.append(err.message)
+    else:
+        runs = min(request.runs, 2)
+        early = early_exit(read_manifest(files["manifest.json"]), request, runs, 0)
+        if early is not None:
+            result.ok, result.stage = False, early.stage
+            result.errors.append(early.message)
+        else:
+            _add_check_errors(result, manifest)
+    (run_dir / f"{PREFLIGHT_PREFIX}result.json").write_text(result.model_dump_json(indent=1))
+    return result
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def early_exit(
+    manifest: dict[str, Any] | None, request: ProfileRequest, runs: int, returncode: int
+) -> SourceError | None:
+    """Trust no exit status: the harness passed only if its manifest holds every call
+    (config x variant x run). An ``os._exit`` at import or in the entry leaves it short."""
+    said = f"the harness exited with status {returncode} but"
+    if manifest is None:
+        return SourceError(
+            "import",
+            f"{said} wrote no manifest: the process ended while your module was imported "
+            "(os._exit(), or a signal, at import time?) before setup ran",
+        )
+    if any("not run" in str(n) for n in manifest.get("notes", [])):
+        return None  # entries deliberately not run (CUDA compiled only, no GPU)
+    variants = [v.name for v in request.effective_variants()]
+    expected = len(request.expanded_configs()) * len(variants) * runs
+    done = {  # (variant, config, run) triples; a call may cover several annotations
+        (name, c.get("config"), c.get("run"))
+        for c in manifest.get("calls", [])
+        for name in ([c["variant"]] if "variant" in c else c.get("annotations", []))
+    }
+    got = len(done)
+    if got >= expected:
+        return None
+    per_config = len(variants) * runs
+    config, variant = got // per_config, variants[(got % per_config) // runs]
+    return SourceError(
+        "entry",
+        f"{said} recorded only {got} of {expected} measured calls: the process ended early "
+        f"(os._exit() in setup or the entry?) around variant {variant!r}, config #{config}",
+        variant=variant,
+        config_index=config,
+    )
+
+
+def _add_check_errors(result: PreflightResult, manifest: dict[str, Any]) -> None:
+    checks = result.checks
+    errors = [
+        f"variant {c.variant!r}, config #{c.config_index}: {c.message}" for c in checks if not c.ok
+    ]
+    errors += _kernel_count_errors(manifest)
+    if errors:
+        result.ok, result.errors = False, errors
+        result.stage = "check" if any(not c.ok for c in checks) else "entry"
+
+
+def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | None:
+    calls = manifest.get("calls", [])
+    if not calls or any(c.get("kernels") is None for c in calls):
+        return None  # counted only on a GPU
+    out: dict[str, list[list[str]]] = {}
+    for c in calls:
+        out.setdefault(c["variant"], []).append(list(c["kernels"]))
+    return out
+
+
+def _kernel_count_errors(manifest: dict[str, Any]) -> list[str]:
+    """Runs of one (variant, config) must launch the same kernels, and at least one."""
+    seen: dict[tuple[str, int], set[int]] = {}
+    for c in manifest.get("calls", []):
+        if c.get("kernels") is not None:
+            seen.setdefault((c["variant"], c["config"]), set()).add(len(c["kernels"]))
+    errors = []
+    for (variant, config), counts in seen.items():
+        if len(counts) > 1:
+            errors.append(
+                f"variant {variant!r}, config #{config}: the number of kernels changes between "
+                f"runs ({sorted(counts)}); warm up autotuners/caches in the first call or use "
+                "replay_mode='range'"
+            )
+        elif counts == {0}:
+            errors.append(
+                f"variant {variant!r}, config #{config}: the entry launched no CUDA kernel "
+                "(are the tensors on the GPU? does it return a cached result?)"
+            )
+    return errors
+
+
+def raise_if_broken(pre: PreflightResult) -> None:
+    """Raise SourceError for a broken source or incomparable outputs (shape, dtype, structure,
+    aliasing); wrong values alone do not raise: they are profiled and flagged not ok."""
+    if pre.ok:
+        return
+    structural = [c for c in pre.checks if not c.ok and c.reason in STRUCTURAL_REASONS]
+    if pre.stage != "check" or structural:
+        message = "\n".join(pre.errors) or "the pre-flight run failed"
+        err = SourceError(pre.stage or "entry", message, line=pre.line)
+        raise tag_run(err, pre.run_id) if pre.run_id else err
+
+
+def source_error(error_file: Path, output_tail: str, returncode: int | None = None) -> SourceError:
+    if error_file.exists():
+        try:
+            return SourceError.from_json(json.loads(error_file.read_text()))
+        except (ValueError, TypeError):
+            pass
+    status = f" (exit status {returncode})" if returncode is not None else ""
+    return SourceError(
+        "entry",
+        f"the harness died without an error report{status}: a crash in native code, a "
+        f"signal, or os._exit() in your source?\n{output_tail}",
+    )

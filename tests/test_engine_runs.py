@@ -1,0 +1,92 @@
+"""The run store: collision-free ids, status records, sources stored once, failed runs read
+back, storage errors with hints, only run folders listed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nsight_agent import service
+from nsight_agent.engine import run_status, runs
+from nsight_agent.errors import (
+    CollectionTimeoutError,
+    InvalidRequestError,
+    RunIdCollisionError,
+    RunsRootNotAFolderError,
+)
+from nsight_agent.request import ProfileRequest
+
+SOURCE = "def setup(n, device):\n    return ()\n\ndef run():\n    return None\n"
+
+
+def request(**kwargs: object) -> ProfileRequest:
+    return ProfileRequest.model_validate({"source": SOURCE, "configs": {"n": [1]}, **kwargs})
+
+
+def test_ids_are_unique_and_a_collision_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = {runs.new_run_dir(tmp_path)[0] for _ in range(50)}
+    assert len(ids) == 50
+    taken = sorted(ids)[0]
+    fresh = iter([taken, taken, "20990101-000000-000000000000"])
+    monkeypatch.setattr(runs, "new_run_id", lambda: next(fresh))
+    assert runs.new_run_dir(tmp_path)[0] == "20990101-000000-000000000000"
+    monkeypatch.setattr(runs, "new_run_id", lambda: taken)
+    with pytest.raises(RunIdCollisionError, match="No free run id"):
+        runs.new_run_dir(tmp_path)
+
+
+def test_runs_root_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(RunsRootNotAFolderError, match="is a file"):
+        runs.new_run_dir(tmp_path / "f" / "runs")
+
+
+def test_status_goes_from_running_to_timed_out_and_the_error_names_the_run(
+    tmp_path: Path,
+) -> None:
+    run_id, run_dir = runs.new_run_dir(tmp_path)
+    assert run_status.read_status(run_dir)["status"] == "running"  # type: ignore[index]
+    with (
+        pytest.raises(CollectionTimeoutError) as info,
+        run_status.run_record(run_dir, run_id) as record,
+    ):
+        runs.write_request(run_dir, request())
+        (run_dir / "user_source.py").write_text(SOURCE)
+        record.stage("pre-flight")
+        raise CollectionTimeoutError("ran past 10 s", "raise it")
+    assert f"(run {run_id})" in str(info.value) and info.value.run_id == run_id  # type: ignore[attr-defined]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "timed_out" and status["stage"] == "pre-flight"
+    failed = runs.load_run(run_id, tmp_path)
+    assert failed.status == "timed_out" and failed.processed.empty
+    assert "ran past 10 s" in failed.warnings[0] and "status" in failed.artifacts
+    assert failed.request.source == SOURCE
+
+
+def test_sources_are_stored_once(tmp_path: Path) -> None:
+    big = SOURCE + "#" * 100_000
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    runs.write_request(run_dir, request(source=big, variants=[{"name": "a"}, {"name": "b"}]))
+    (run_dir / "user_source.py").write_text(big)
+    assert (run_dir / "request.json").stat().st_size < 5000
+    assert runs.read_request(run_dir).source == big
+
+
+@pytest.mark.parametrize("bad", ["../x", "/etc", ".cuda-cache", "", "a/b", "x" * 200, "a b"])
+def test_malformed_run_ids(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(InvalidRequestError, match="malformed run id"):
+        runs.load_run(bad, tmp_path)
+
+
+def test_only_run_folders_are_listed(tmp_path: Path) -> None:
+    run_id, _ = runs.new_run_dir(tmp_path)
+    (tmp_path / ".cuda-cache").mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "file.txt").write_text("x")
+    listed = service.list_runs(tmp_path)
+    assert listed["runs"] == [run_id] and listed["status"] == {run_id: "running"}
