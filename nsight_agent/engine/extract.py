@@ -21,6 +21,7 @@ import ncu_report
 import pandas as pd
 
 from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
+from nsight_agent.engine.report_file import check_report_file
 from nsight_agent.errors import (
     ExtractionError,
     KernelCountMismatchError,
@@ -59,13 +60,24 @@ class ActionRecord:
 
 
 def load(path: str | Path) -> Any:
-    """Open a report, with a clear error for a missing or unreadable file."""
+    """Open a report, with a clear error for a missing, foreign, truncated or unreadable file."""
     p = Path(path)
+    if p.is_dir():
+        raise ExtractionError(
+            f"{p} is a folder, not an Nsight Compute report.",
+            "Give the path of a .ncu-rep file written by `ncu -o` (or --export).",
+        )
     if not p.is_file():
         raise ExtractionError(
             f"No report at {p}.",
             "Check the path; reports end in .ncu-rep and are written by ncu -o.",
         )
+    try:
+        check_report_file(p)
+    except OSError as err:
+        raise ExtractionError(
+            f"Cannot read {p}: {err.strerror or err}", "Check the file's permissions."
+        ) from err
     try:
         return ncu_report.load_report(str(p))
     except Exception as err:

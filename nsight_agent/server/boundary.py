@@ -7,7 +7,9 @@ model); mcp 2.x would turn any other exception into a bare "Error executing tool
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +64,10 @@ def validation_text(err: ValidationError) -> str:
 
 
 @contextlib.contextmanager
-def tool_errors() -> Iterator[None]:
-    """Our errors and malformed requests -> ToolError with message and hint."""
+def tool_errors(stage: str | None = None) -> Iterator[None]:
+    """Our errors and malformed requests -> ToolError with message and hint; anything else
+    is logged with its traceback on stderr and answered as "internal error while <stage>"
+    (never the SDK's bare "Error executing tool NAME")."""
     try:
         yield
     except ToolError:
@@ -72,6 +76,30 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(str(err)) from err
     except ValidationError as err:
         raise ToolError(validation_text(err)) from err
+    except Exception as err:
+        where = stage or _failing_stage(err)
+        run_id = getattr(err, "run_id", None)
+        run = f" (run {run_id})" if run_id else ""
+        logging.getLogger("nsight_agent").error(
+            "internal error while %s%s", where, run, exc_info=err
+        )
+        raise ToolError(
+            f"internal error while {where}: {type(err).__name__}: {err}{run}\n"
+            "Hint: this is a bug in nsight-agent, not in your request; the server's log "
+            "(stderr) has the traceback. Other tools and calls keep working."
+        ) from err
+
+
+def _failing_stage(err: BaseException) -> str:
+    """The innermost function of this package the error passed through: its module names
+    the pipeline stage (engine.extract, views.report, ...)."""
+    found = "the tool call"
+    for frame in traceback.extract_tb(err.__traceback__):
+        parts = Path(frame.filename).with_suffix("").parts
+        if "nsight_agent" in parts and not frame.name.startswith("<"):  # no <lambda>
+            inner = parts[len(parts) - parts[::-1].index("nsight_agent") :]
+            found = f"{frame.name} in {'.'.join(inner)}"
+    return found
 
 
 def result(model: BaseModel, text: str) -> CallToolResult:
