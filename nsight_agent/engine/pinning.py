@@ -1,0 +1,47 @@
+"""Which GPU the current job is pinned to: a context variable the executor sets in the thread
+that runs a job, and the environment its child processes must get.
+
+    with pinned("1"):                      # LocalExecutor, around one job
+        env = ncu.child_env()              # the hook below adds CUDA_VISIBLE_DEVICES=1
+
+The hook (one line in ``ncu.child_env``, before the caller's ``extra``)::
+
+    env.update(pinning.pinned_env())
+
+With no pin (the CLI, a Ray worker whose ``CUDA_VISIBLE_DEVICES`` Ray already set) the
+environment is left as it is. A pin is a device id as ``CUDA_VISIBLE_DEVICES`` spells it
+(an index or a GPU UUID); "cpu" pins nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
+_DEVICE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "nsight_agent_pinned_device", default=None
+)
+
+
+def current_device() -> str | None:
+    """The device the current job is pinned to, or None."""
+    return _DEVICE.get()
+
+
+def pinned_env() -> dict[str, str]:
+    """``{"CUDA_VISIBLE_DEVICES": <device>}`` inside a pinned job; empty otherwise."""
+    device = _DEVICE.get()
+    if device is None or device == "cpu":
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": device}
+
+
+@contextlib.contextmanager
+def pinned(device: str | None) -> Iterator[None]:
+    """Pin the jobs run in this block (this thread or task) to ``device``."""
+    token = _DEVICE.set(device)
+    try:
+        yield
+    finally:
+        _DEVICE.reset(token)

@@ -1,0 +1,284 @@
+"""The executors without a GPU: the local executor's queue (one job per slot, the others wait,
+slots run in parallel, each job pinned to its GPU), cancellation of a queued job, and the
+parts of the Ray executor that need no Ray (install error, unreachable address, the run
+folder on the wire, errors rebuilt from data)."""
+
+from __future__ import annotations
+
+import io
+import socket
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from nsight_agent.engine import executor as ex
+from nsight_agent.engine import ncu, pinning, pipeline, ray_executor, ray_node
+from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.pipeline import CancelledError, Progress
+from nsight_agent.engine.runs import RunResult
+from nsight_agent.errors import InvalidRequestError
+from nsight_agent.request import ProfileRequest
+
+SOURCE = """
+import torch
+
+
+def setup(n: int, device: str = "cuda"):
+    return torch.arange(n, device=device, dtype=torch.float32)
+
+
+def run(x):
+    return x * 2
+"""
+
+
+def request(source: str = SOURCE) -> ProfileRequest:
+    return ProfileRequest(
+        source=source, language="torch", configs={"n": [64]}, runs=1, warmup=0, timeout_s=60
+    )
+
+
+class Recorder:
+    """A stand-in job function: sleeps, records its slot's pin and its start and end."""
+
+    def __init__(self, seconds: float = 0.4, gate: threading.Event | None = None) -> None:
+        self.seconds, self.gate = seconds, gate
+        self.calls: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def __call__(
+        self, job: ex.Job, cancel: threading.Event | None, on_progress: Progress | None
+    ) -> Any:
+        start = time.monotonic()
+        if self.gate is not None:
+            self.gate.wait(10)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.calls.append(
+                {
+                    "name": job.name,
+                    "env": pinning.pinned_env(),
+                    "start": start,
+                    "end": time.monotonic(),
+                }
+            )
+        return job.name
+
+
+def by_name(rec: Recorder) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in rec.calls}
+
+
+def test_with_one_slot_the_second_job_waits_for_the_first() -> None:
+    rec = Recorder()
+    with ex.LocalExecutor(["0"], job_function=rec) as pool:
+        said: list[str] = []
+        a = pool.submit(ex.Job(request(), name="a"))
+        b = pool.submit(ex.Job(request(), name="b"), on_progress=lambda d, t, m: said.append(m))
+        assert a.result(10) == "a" and b.result(10) == "b"
+    calls = by_name(rec)
+    assert calls["b"]["start"] >= calls["a"]["end"]
+    assert calls["a"]["env"] == calls["b"]["env"] == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert said and said == ["queued: 1 job(s) ahead for 1 GPU slot(s)"]
+
+
+def test_with_two_slots_two_jobs_run_at_once_each_on_its_own_gpu() -> None:
+    rec = Recorder(seconds=0.6)
+    with ex.LocalExecutor(["2", "3"], job_function=rec) as pool:
+        handles = [pool.submit(ex.Job(request(), name=n)) for n in ("a", "b")]
+        assert [h.result(10) for h in handles] == ["a", "b"]
+    a, b = by_name(rec)["a"], by_name(rec)["b"]
+    assert a["start"] < b["end"] and b["start"] < a["end"], "the two jobs did not overlap"
+    assert {a["env"]["CUDA_VISIBLE_DEVICES"], b["env"]["CUDA_VISIBLE_DEVICES"]} == {"2", "3"}
+    assert {h.device for h in handles} == {"2", "3"}
+
+
+def test_the_cpu_slot_pins_nothing() -> None:
+    rec = Recorder(seconds=0)
+    with ex.LocalExecutor(["cpu"], job_function=rec) as pool:
+        pool.run(ex.Job(request(), name="a"))
+    assert rec.calls[0]["env"] == {}
+
+
+def test_a_queued_job_cancelled_leaves_the_queue_at_once_and_never_runs() -> None:
+    gate = threading.Event()
+    rec = Recorder(seconds=0, gate=gate)
+    with ex.LocalExecutor(["0"], job_function=rec) as pool:
+        first = pool.submit(ex.Job(request(), name="first"))
+        cancel = threading.Event()
+        second = pool.submit(ex.Job(request(), name="second"), cancel=cancel)
+        time.sleep(0.1)
+        info = pool.pool_info()
+        assert (info["running"], info["queued"]) == (1, 1)
+        assert info["slots"] == [{"device": "0", "state": "busy", "job": "first", "jobs_done": 0}]
+        cancel.set()
+        t0 = time.monotonic()
+        with pytest.raises(CancelledError):
+            second.result(5)
+        assert time.monotonic() - t0 < 1.0
+        assert pool.pool_info()["queued"] == 0
+        gate.set()
+        assert first.result(5) == "first"
+    assert [c["name"] for c in rec.calls] == ["first"]
+
+
+def test_a_job_error_reaches_the_caller_and_the_slot_goes_on() -> None:
+    calls: list[str] = []
+
+    def job_function(job: ex.Job, cancel: Any, on_progress: Any) -> Any:
+        calls.append(job.name)
+        if job.name == "bad":
+            raise SourceError("setup", "boom")
+        return job.name
+
+    with ex.LocalExecutor(["0"], job_function=job_function) as pool:
+        with pytest.raises(SourceError, match="boom"):
+            pool.run(ex.Job(request(), name="bad"))
+        assert pool.run(ex.Job(request(), name="good")) == "good"
+        assert pool.pool_info()["slots"][0]["jobs_done"] == 2
+
+
+def test_profile_calls_the_pipeline_with_the_service_arguments(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_profile(req: ProfileRequest, **kwargs: Any) -> RunResult:
+        seen.update(kwargs, env=pinning.pinned_env())
+        empty = pd.DataFrame()
+        return RunResult("r1", tmp_path, req, empty, empty, [], {}, [], {}, 0.0)
+
+    monkeypatch.setattr(pipeline, "profile", fake_profile)
+    cancel = threading.Event()
+    with ex.LocalExecutor(["1"]) as pool:
+        run = pool.profile(request(), runs_root=tmp_path, cancel=cancel)
+    assert run.run_id == "r1"
+    assert seen["runs_root"] == tmp_path and seen["cancel"] is cancel
+    assert seen["env"] == {"CUDA_VISIBLE_DEVICES": "1"}
+
+
+def test_a_real_preflight_job_runs_in_a_slot(tmp_path: Path) -> None:
+    with ex.LocalExecutor(["cpu"]) as pool:
+        pre = pool.run(ex.Job(request(), tmp_path, mode="preflight"))
+    assert isinstance(pre, pipeline.PreflightResult) and pre.ok, pre
+    assert (tmp_path / str(pre.run_id) / "preflight-manifest.json").is_file()
+
+
+def test_close_cancels_the_queued_jobs() -> None:
+    gate = threading.Event()
+    pool = ex.LocalExecutor(["0"], job_function=Recorder(seconds=0, gate=gate))
+    first = pool.submit(ex.Job(request(), name="first"))
+    queued = pool.submit(ex.Job(request(), name="queued"))
+    time.sleep(0.05)
+    pool.close()
+    with pytest.raises(CancelledError):
+        queued.result(2)
+    gate.set()
+    assert first.result(5) == "first"
+    with pytest.raises(RuntimeError):
+        pool.submit(ex.Job(request()))
+
+
+@pytest.mark.parametrize(
+    ("visible", "slots"),
+    [("2,3", ["2", "3"]), ("GPU-ab12", ["GPU-ab12"]), ("", ["cpu"]), ("-1", ["cpu"])],
+)
+def test_local_slots_follow_cuda_visible_devices(
+    monkeypatch: pytest.MonkeyPatch, visible: str, slots: list[str]
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert ex.local_slots() == slots
+
+
+def test_local_slots_without_a_gpu_are_one_cpu_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(ex, "_nvml_count", lambda: None)
+    monkeypatch.setattr(ex, "_torch_count", lambda: 0)
+    assert ex.local_slots() == ["cpu"]
+    monkeypatch.setattr(ex, "_nvml_count", lambda: 2)
+    assert ex.local_slots() == ["0", "1"]
+
+
+def test_pinning_is_per_thread() -> None:
+    seen: list[dict[str, str]] = []
+    with pinning.pinned("5"):
+        thread = threading.Thread(target=lambda: seen.append(pinning.pinned_env()))
+        thread.start()
+        thread.join()
+        assert pinning.pinned_env() == {"CUDA_VISIBLE_DEVICES": "5"}
+    assert seen == [{}] and pinning.pinned_env() == {}
+
+
+HOOKED = "pinning" in Path(ncu.__file__).read_text()
+
+
+@pytest.mark.skipif(not HOOKED, reason="ncu.child_env has no pinning hook yet")
+def test_child_processes_of_a_pinned_job_see_only_its_gpu() -> None:
+    with pinning.pinned("3"):
+        assert ncu.child_env()["CUDA_VISIBLE_DEVICES"] == "3"
+
+
+# --- the Ray executor's parts that need no Ray ------------------------------------------------
+
+
+def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ray_executor.RayNotInstalledError) as err:
+        ray_executor.import_ray()
+    assert 'pip install "nsight-agent[ray]"' in str(err.value)
+
+
+def test_an_unreachable_cluster_fails_in_seconds() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(ray_executor.RayClusterUnreachableError, match="unreachable"):
+        ray_executor.probe_address(f"127.0.0.1:{port}", timeout=2)
+    assert time.monotonic() - t0 < 5
+
+
+def test_run_folders_travel_as_tar_and_land_in_the_runs_root(tmp_path: Path) -> None:
+    node, server = tmp_path / "node", tmp_path / "server"
+    (node / "20261130-000000-abc" / "sub").mkdir(parents=True)
+    (node / "20261130-000000-abc" / "status.json").write_text("{}")
+    (node / "20261130-000000-abc" / "sub" / "x.txt").write_text("x")
+    (node / ".cuda-cache").mkdir()
+    (node / ".cuda-cache" / "big.so").write_text("not shipped")
+    data = ray_node.pack(node)
+    assert ray_node.unpack(data, server) == ["20261130-000000-abc"]
+    assert (server / "20261130-000000-abc" / "sub" / "x.txt").read_text() == "x"
+    assert not (server / ".cuda-cache").exists()
+    assert [p.name for p in server.iterdir()] == ["20261130-000000-abc"]
+    with pytest.raises(Exception, match="already exists"):
+        ray_node.unpack(data, server)
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "/abs.txt", ".hidden/x", "ok/../../x"])
+def test_an_unsafe_tar_entry_is_refused(tmp_path: Path, name: str) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(InvalidRequestError):
+        ray_node.unpack(buffer.getvalue(), tmp_path / "server")
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_a_node_error_is_rebuilt_as_its_class_with_server_paths(tmp_path: Path) -> None:
+    err = SourceError("setup", "boom in /scratch/42-x/run1/harness.py", line=7)
+    err.run_id = "run1"  # type: ignore[attr-defined]
+    payload = ray_node.error_payload(err)
+    back = ray_node.rebuild_error(payload, "/scratch/42-x", tmp_path)
+    assert isinstance(back, SourceError)
+    assert (back.stage, back.line, getattr(back, "run_id", None)) == ("setup", 7, "run1")
+    assert f"{tmp_path}/run1/harness.py" in str(back)
+    foreign = dict(payload, module="os", qualname="PathLike")
+    assert ray_node.rebuild_error(foreign, "", tmp_path) is None

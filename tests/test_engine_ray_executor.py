@@ -1,0 +1,201 @@
+"""The Ray executor against a real local Ray cluster with two logical GPUs (no GPU needed):
+real pre-flight jobs as Ray tasks, two at once each on its own GPU, the run folders back in
+the server's runs root, a cancelled job, a worker killed mid-job (retried once, then
+reported), a pool with no free GPU. ``pytest -m ray`` runs only these; without Ray they skip.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
+
+from nsight_agent.engine import process  # noqa: E402
+from nsight_agent.engine.executor import Job  # noqa: E402
+from nsight_agent.engine.pipeline import CancelledError, PreflightResult  # noqa: E402
+from nsight_agent.engine.ray_executor import (  # noqa: E402
+    RESOURCE,
+    NodeLostError,
+    NoFreeGpuError,
+    RayExecutor,
+)
+from nsight_agent.engine.runs import load_run  # noqa: E402
+from nsight_agent.request import ProfileRequest  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
+
+# {prelude} runs at import, before setup: it prints what the child sees, sleeps, or kills.
+SOURCE = """
+import os, signal, sys, time
+import torch
+{prelude}
+
+def setup(n: int, device: str = "cuda"):
+    return torch.arange(n, device=device, dtype=torch.float32)
+
+
+def run(x):
+    return x * 2
+"""
+
+SLEEPS = """
+print("VISIBLE", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+print("START", time.time(), flush=True)
+time.sleep({seconds})
+print("END", time.time(), flush=True)
+"""
+
+# Kills its parent (the Ray worker running the task) the first time, or every time.
+KILLS_WORKER = """
+flag = {flag!r}
+if {always} or not os.path.exists(flag):
+    open(flag, "w").close()
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(30)
+"""
+
+
+def job(prelude: str, root: Path, name: str = "") -> Job:
+    req = ProfileRequest(
+        source=SOURCE.format(prelude=prelude),
+        language="torch",
+        configs={"n": [64]},
+        runs=1,
+        warmup=0,
+        timeout_s=90,
+    )
+    return Job(req, root, mode="preflight", name=name)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    ray.init(
+        num_cpus=4,
+        num_gpus=2,
+        resources={RESOURCE: 2},
+        include_dashboard=False,
+        log_to_driver=False,
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def executor(cluster: None) -> Iterator[RayExecutor]:
+    pool = RayExecutor(queue_timeout_s=60)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def log_values(root: Path, pre: PreflightResult) -> dict[str, str]:
+    text = (root / str(pre.run_id) / "preflight-output.log").read_text()
+    return {line.split()[0]: line.split()[1] for line in text.splitlines() if line[:1].isupper()}
+
+
+def test_two_jobs_run_at_once_each_on_its_own_gpu_and_land_in_the_runs_root(
+    executor: RayExecutor, tmp_path: Path
+) -> None:
+    t0 = time.monotonic()
+    handles = [executor.submit(job(SLEEPS.format(seconds=3), tmp_path, n)) for n in "ab"]
+    results = [h.result(90) for h in handles]
+    wall = time.monotonic() - t0
+    seen = []
+    for pre in results:
+        assert isinstance(pre, PreflightResult) and pre.ok, pre
+        run = load_run(str(pre.run_id), runs_root=tmp_path)  # the server's store reads it
+        assert run.status == "passed" and run.run_dir.parent == tmp_path
+        seen.append(log_values(tmp_path, pre))
+    assert {s["VISIBLE"] for s in seen} == {"0", "1"}, seen
+    (a, b) = [(float(s["START"]), float(s["END"])) for s in seen]
+    assert a[0] < b[1] and b[0] < a[1], f"the jobs did not overlap: {a} {b}"
+    assert {h.where["gpu"] for h in handles} == {"0", "1"}
+    print(f"two 3 s jobs on two logical GPUs: {wall:.1f} s wall")
+
+
+def test_the_pool_lists_the_node_its_gpus_and_the_ncu_resource(executor: RayExecutor) -> None:
+    info = executor.pool_info()
+    assert info["executor"] == "ray" and info["gpus"] == 2
+    (node,) = info["nodes"]
+    assert node["accepts_jobs"] and node["ncu_slots"] == 2 and node["resources"] == {RESOURCE: 2}
+    assert (info["running"], info["queued"]) == (0, 0)
+
+
+def test_a_cancelled_job_is_reported_cancelled_and_its_processes_die(
+    executor: RayExecutor, tmp_path: Path
+) -> None:
+    handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
+    deadline = time.monotonic() + 30
+    while not handle.where and time.monotonic() < deadline:
+        time.sleep(0.1)
+    worker = int(handle.where["pid"])
+    time.sleep(3)  # the pre-flight child is running by now (it sleeps 60 s)
+    handle.cancel()
+    t0 = time.monotonic()
+    with pytest.raises(CancelledError):
+        handle.result(30)
+    assert time.monotonic() - t0 < 10
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (
+        Path(f"/proc/{worker}").exists() or process.marked_processes(f"{worker}-")
+    ):
+        time.sleep(0.2)
+    assert not process.marked_processes(f"{worker}-"), "the job's child outlived the cancel"
+    assert not Path(f"/proc/{worker}").exists(), "the Ray worker was not killed"
+
+
+def test_a_worker_lost_mid_job_is_retried_once(executor: RayExecutor, tmp_path: Path) -> None:
+    flag = tmp_path / "killed-once"
+    handle = executor.submit(job(KILLS_WORKER.format(flag=str(flag), always=False), tmp_path))
+    pre = handle.result(90)
+    assert isinstance(pre, PreflightResult) and pre.ok, pre
+    assert flag.exists() and handle.attempts == 2
+
+
+def test_a_worker_lost_twice_is_reported(executor: RayExecutor, tmp_path: Path) -> None:
+    flag = tmp_path / "killed"
+    handle = executor.submit(job(KILLS_WORKER.format(flag=str(flag), always=True), tmp_path))
+    with pytest.raises(NodeLostError, match=r"died 2 time\(s\); it was retried 1 time"):
+        handle.result(90)
+
+
+def test_no_free_gpu_within_the_timeout(executor: RayExecutor, tmp_path: Path) -> None:
+    busy = [executor.submit(job(SLEEPS.format(seconds=30), tmp_path)) for _ in range(2)]
+    deadline = time.monotonic() + 30
+    while not all(h.where for h in busy) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert executor.pool_info()["running"] == 2
+    impatient = RayExecutor(queue_timeout_s=2)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(NoFreeGpuError, match="became free within 2 s"):
+            impatient.run(job("", tmp_path))
+        assert time.monotonic() - t0 < 10
+    finally:
+        impatient.close()
+    for handle in busy:
+        handle.cancel()
+        with pytest.raises(CancelledError):
+            handle.result(30)
+
+
+def test_no_node_with_the_resource_is_an_error_at_once(cluster: None, tmp_path: Path) -> None:
+    pool = RayExecutor(resource="nsight_agent_ncu_missing")
+    with pytest.raises(NoFreeGpuError, match="No node of the Ray cluster offers"):
+        pool.submit(job("", tmp_path))
+    info: dict[str, Any] = pool.pool_info()
+    assert "does not advertise" in info["nodes"][0]["why_not"]
+    pool.close()
+
+
+def test_token_authentication_stays_on(cluster: None) -> None:
+    assert os.environ.get("RAY_AUTH_MODE", "token") != "disabled"
