@@ -47,9 +47,8 @@ def run(x):
 
 
 def both(**knobs: Any) -> dict[str, Any]:
-    """Advanced knobs as top-level arguments and inside ``options`` (the tools have taken
-    them either way): whichever the tool reads, the bad value reaches it."""
-    return {**knobs, "options": knobs}
+    """Advanced knobs go inside ``options`` (a top-level one is refused by name, below)."""
+    return {"options": knobs}
 
 
 @pytest.fixture
@@ -282,6 +281,13 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
         ("dram__bytes.summ", "dram__bytes.sum", "Hint"),
     ),
     ("malformed metric", "profile_kernel", {"metrics": ["a b"]}, ("a b",)),
+    (
+        "knob outside options",
+        "profile_kernel",
+        {"timeout_s": 30},
+        ("timeout_s", "Extra inputs are not permitted"),
+    ),
+    ("unknown option", "profile_kernel", both(timout_s=30), ("timout_s", "Extra inputs")),
     ("unknown skill", "profile_kernel", {"skill": "nope"}, ("No skill named 'nope'",)),
     (
         "unknown section",

@@ -41,14 +41,14 @@ def test_summarize_report_values_match_ncu_report() -> None:
     assert a.sol_compute_pct == pytest.approx(sm, rel=1e-3)
     assert a.sol_memory_pct == pytest.approx(mem, rel=1e-3)
     assert a.metrics is not None
-    grid = a.metrics["launch__grid_size"]
-    assert grid.value == pytest.approx(action["launch__grid_size"].value())
+    assert a.metrics["grid"] == pytest.approx(action["launch__grid_size"].value())
     assert a.metrics_in_report == len(action.metric_names())
-    # SOL: compute 75% > memory 59%, one of them above 60%: compute-bound by the stated rule.
+    # SOL: compute 75% > memory 59%, 17 points apart, one above 60%: compute-bound.
     assert a.roofline is not None and a.roofline.bound == "compute-bound"
     peak = action["dram__bytes.sum.peak_sustained"].value()
     clock = action["dram__cycles_elapsed.avg.per_second"].value()
-    assert a.roofline.peak_dram_bytes_per_s == pytest.approx(peak * clock, rel=1e-3)
+    per_s = action["dram__bytes.sum.per_second"].value()
+    assert a.roofline.dram_pct_of_peak == pytest.approx(100 * per_s / (peak * clock), rel=1e-3)
     # ncu's own findings, largest estimated speedup first.
     rules = action.rule_results_as_dicts()
     gains = [r["speedup_estimation"]["speedup"] for r in rules if r.get("speedup_estimation")]
@@ -58,16 +58,25 @@ def test_summarize_report_values_match_ncu_report() -> None:
     assert a.findings_total == len([r for r in rules if r.get("rule_message")])
 
 
-def test_summarize_report_other_domains_and_paging() -> None:
-    s = report.summarize_report(SWEEP / "report.ncu-rep", limit=4, findings=0)
+def test_summarize_report_by_time_with_one_line_for_the_rest() -> None:
+    s = report.summarize_report(SWEEP / "report.ncu-rep", limit=4, findings=0, one_line=5)
     rep = ncu_report.load_report(str(SWEEP / "report.ncu-rep"))
-    total = sum(rep.range_by_idx(r).num_actions() for r in range(rep.num_ranges()))
-    assert s.kernels_total == total and len(s.actions) == 4
+    actions = [
+        rep.range_by_idx(0).action_by_idx(i) for i in range(rep.range_by_idx(0).num_actions())
+    ]
+    total = len(actions)
+    assert rep.num_ranges() == 1 and s.kernels_total == total and len(s.actions) == 4
+    times = [a["gpu__time_duration.sum"].value() for a in actions]
+    longest = sorted(range(total), key=lambda i: (-times[i], i))
+    assert [a.index for a in s.actions] == longest[:4]  # longest first, in full
+    assert s.others is not None and [o.index for o in s.others] == longest[4:9]
+    share = 100 * times[longest[4]] / sum(times)
+    assert s.others[0].share_pct == pytest.approx(share, rel=1e-2)
     assert s.page.truncated is not None and "offset=4" in s.page.truncated
     assert s.actions[0].nvtx is not None and "nsight_agent.call" in s.actions[0].nvtx
     assert s.actions[0].findings is None
     last = report.summarize_report(SWEEP / "report.ncu-rep", offset=total - 1, limit=4)
-    assert [a.index for a in last.actions] == [total - 1]
+    assert [a.index for a in last.actions] == [longest[-1]]
 
 
 def test_summarize_report_missing_file() -> None:

@@ -18,7 +18,8 @@ from mcp.types import ToolAnnotations
 
 from nsight_agent import __version__, service
 from nsight_agent.engine import process
-from nsight_agent.server import tools_info, tools_profile, tools_runs
+from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
+from nsight_agent.server import schemas, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
 from nsight_agent.views.common import ARTIFACT_URI
 
@@ -32,15 +33,24 @@ kernel with its evidence and what to try (also on a run_id or any .ncu-rep). sum
 .ncu-rep without a GPU. Every run keeps its artifacts: pass its run_id to get_run, get_run_rows,
 plot_run, compare_variants or roofline_metrics for more detail without profiling again, or read
 nsight-agent://runs/{run_id}/{artifact}. query_metrics finds metric names; list_skills/get_skill
-give curated metric bundles with a workflow."""
+give curated metric bundles with a workflow.
+Kernel contract: `source` is a Python module with setup(**config, device) returning the inputs
+(tuple, dict or tensor) and entry functions (default `run`) that launch the work on them and
+return outputs; only the entry call is measured and every variant's outputs are checked against
+the baseline's. Full text, per language: resource nsight-agent://contract."""
+
+# Field descriptions in tools/list: inputs tell the model what to send; answers describe only
+# their top-level fields (nested field names say enough; the answer's text explains numbers).
+INPUT_DESCRIPTION_CHARS = 130
+OUTPUT_DESCRIPTION_CHARS = 50
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 PROFILES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 # (tool function, annotations, description or None for its docstring), in listing order.
 TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
-    (tools_profile.profile_kernel, PROFILES, tools_profile.PROFILE_DOC),
-    (tools_profile.compare_variants, PROFILES, tools_profile.COMPARE_DOC),
+    (tools_profile.profile_kernel, PROFILES, None),
+    (tools_profile.compare_variants, PROFILES, None),
     (tools_profile.roofline_metrics, PROFILES, None),
     (tools_profile.diagnose_kernel, PROFILES, None),
     (tools_runs.get_run, READ_ONLY, None),
@@ -52,6 +62,10 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
     (tools_info.get_skill, READ_ONLY, None),
     (tools_info.device_info, READ_ONLY, None),
 )
+
+
+def kernel_contract() -> str:
+    return KERNEL_CONTRACT_SUMMARY
 
 
 def build_server(runs_root: Path | None = None) -> MCPServer[ServerState]:
@@ -66,12 +80,32 @@ def build_server(runs_root: Path | None = None) -> MCPServer[ServerState]:
     )
     for fn, hints, description in TOOLS:
         mcp.add_tool(fn, annotations=hints, description=description)
+    # The SDK keeps the registered tools privately; their published schemas are made terse
+    # here (arguments and results are still validated with the full pydantic models).
+    for tool in mcp._tool_manager.list_tools():
+        # An unknown argument (a typo, or a knob that lives in `options`) is refused by name
+        # instead of being dropped without a word.
+        base = tool.fn_metadata.arg_model
+        strict = {**base.model_config, "extra": "forbid"}
+        tool.fn_metadata.arg_model = type(base.__name__, (base,), {"model_config": strict})
+        tool.description = " ".join((tool.description or "").split())
+        tool.parameters = schemas.compact(tool.parameters, INPUT_DESCRIPTION_CHARS)
+        if tool.fn_metadata.output_schema is not None:
+            tool.fn_metadata.output_schema = schemas.compact_output(
+                tool.fn_metadata.output_schema, OUTPUT_DESCRIPTION_CHARS
+            )
     mcp.resource(
         ARTIFACT_URI,
         name="run-artifact",
         description="A run's artifact: request, harness, manifest, report (.ncu-rep), ncu log, "
         "raw/processed CSV, plot. Names are listed in each profiling answer.",
     )(tools_runs.run_artifact)
+    mcp.resource(
+        "nsight-agent://contract",
+        name="contract",
+        description="The kernel contract the profiling tools expect of `source`",
+        mime_type="text/plain",
+    )(kernel_contract)
     # A static resource gets no context: the runs folder is bound here instead.
     mcp.resource(
         "nsight-agent://runs",

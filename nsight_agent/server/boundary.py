@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from nsight_agent import service
 from nsight_agent.engine.pipeline import Progress, RunResult
 from nsight_agent.errors import NsightAgentError
-from nsight_agent.request import ProfileRequest
+from nsight_agent.request import ProfileRequest, validation_text
 from nsight_agent.views.common import dump
 
 T = TypeVar("T")
@@ -52,15 +52,6 @@ def lifespan_for(
 
 def state(ctx: Context) -> ServerState:
     return cast(ServerState, ctx.request_context.lifespan_context)
-
-
-def validation_text(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors()[:8]:
-        where = ".".join(str(p) for p in e["loc"]) or "request"
-        parts.append(f"{where}: {e['msg']}")
-    more = f" (+{err.error_count() - 8} more)" if err.error_count() > 8 else ""
-    return "Malformed request: " + "; ".join(parts) + more
 
 
 @contextlib.contextmanager

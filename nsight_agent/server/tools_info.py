@@ -40,20 +40,16 @@ class SkillList(BaseModel):
 
 
 async def summarize_report(
-    path: Annotated[str, Field(description="An existing .ncu-rep on the server's machine")],
+    path: Annotated[str, Field(description="A .ncu-rep on the server's machine")],
     offset: Annotated[int, Field(ge=0, description="First kernel (action) shown")] = 0,
-    limit: Annotated[int, Field(ge=1, le=200, description="Kernels shown")] = 10,
-    findings: Annotated[int, Field(ge=0, le=50, description="ncu findings per kernel")] = 3,
+    limit: Annotated[int, Field(ge=1, le=50, description="Longest kernels shown in full")] = 2,
+    findings: Annotated[int, Field(ge=0, le=50, description="ncu findings per kernel")] = 2,
     metrics: Annotated[
         list[str] | None, Field(description="Extra metric names to show when present")
     ] = None,
 ) -> Annotated[CallToolResult, report.ReportSummary]:
-    """Compact digest of any Nsight Compute report, no GPU needed.
-
-    Per kernel: name, NVTX ranges (any domain), duration, Speed Of Light %, key metrics
-    present, roofline and bound when the report has the metrics, and ncu's findings with
-    their estimated speedups. Works on reports from any tool.
-    """
+    """Digest of any .ncu-rep (no GPU needed): per kernel NVTX ranges, duration, speed of
+    light, roofline, bound, ncu's findings."""
     with tool_errors():
         s = await thread(
             lambda: report.summarize_report(
@@ -64,12 +60,10 @@ async def summarize_report(
 
 
 async def query_metrics(
-    query: Annotated[
-        str, Field(description="Words or a metric name, e.g. 'dram bytes' or 'l2 hit rate'")
-    ],
+    query: Annotated[str, Field(description="Words or a metric name, e.g. 'dram bytes'")],
     limit: Annotated[int, Field(ge=1, le=100)] = 10,
 ) -> Annotated[CallToolResult, MetricSearch]:
-    """Search ncu's metric names and descriptions for this GPU (or the bundled H100/H200 list)."""
+    """Search ncu metric names and descriptions (this GPU, or the bundled H100/H200 list)."""
     with tool_errors():
         found = await thread(lambda: metrics_catalog.search_metrics(query, limit))
         source = metrics_catalog.catalog_source()
@@ -84,7 +78,7 @@ async def query_metrics(
 
 
 async def list_skills() -> Annotated[CallToolResult, SkillList]:
-    """The curated metric bundles (timing, memory, compute, occupancy, roofline, ...)."""
+    """Curated metric bundles (memory, compute, occupancy, roofline, ...)."""
     with tool_errors():
         bundles = await thread(skills.list_skills)
         s = SkillList(
@@ -105,7 +99,7 @@ async def list_skills() -> Annotated[CallToolResult, SkillList]:
 async def get_skill(
     name: Annotated[str, Field(description="A name from list_skills")],
 ) -> Annotated[CallToolResult, SkillBundle]:
-    """One metric bundle: its metrics, sections, and the SKILL.md workflow (when, how, next)."""
+    """One bundle: its metrics, sections and SKILL.md workflow."""
     with tool_errors():
         b = await thread(lambda: skills.get_skill(name))
         return result(b, b.skill_md)
@@ -114,13 +108,10 @@ async def get_skill(
 async def device_info(
     probe_counters: Annotated[
         bool,
-        Field(description="Run one tiny kernel under ncu to confirm counter access (slow)"),
+        Field(description="Profile one tiny kernel to confirm counter access (slow)"),
     ] = False,
 ) -> Annotated[CallToolResult, device.DeviceInfo]:
-    """GPU, driver, ncu version, counter permission, SMs, clocks and peaks of this machine.
-
-    Says plainly what is unknown (e.g. on a machine without a GPU) and why.
-    """
+    """Can this machine profile? GPU, driver, ncu, counter permission, SMs, clocks, peaks."""
     with tool_errors():
         info = await thread(lambda: device.device_info(probe=probe_counters))
         return result(info, device.render(info))

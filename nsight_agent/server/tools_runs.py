@@ -19,12 +19,12 @@ async def get_run(
     ctx: Context,
     run_id: Annotated[str, Field(description="From an earlier profiling answer")],
     metrics: Annotated[
-        list[str] | None, Field(description="Only these metrics (default: all of the run)")
+        list[str] | None, Field(description="Only these metrics (default: all)")
     ] = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=500)] = 20,
-) -> Annotated[CallToolResult, runs.ProfileSummary]:
-    """An earlier run's per-config statistics (another metric's view, further pages)."""
+) -> CallToolResult:
+    """A run's statistics again: another metric, more pages (profile_kernel's shape)."""
     with tool_errors():
         run = await load(ctx, run_id)
         s = runs.profile_summary(run, metrics=metrics, offset=offset, limit=limit)
@@ -36,7 +36,7 @@ async def get_run_rows(
     run_id: Annotated[str, Field(description="From an earlier profiling answer")],
     table: Annotated[
         Literal["processed", "raw"],
-        Field(description="processed: one row per variant/metric/config; raw: one per run"),
+        Field(description="processed: per variant/metric/config; raw: per run"),
     ] = "processed",
     metric: Annotated[str | None, Field(description="Only this metric")] = None,
     offset: Annotated[int, Field(ge=0)] = 0,
@@ -53,11 +53,9 @@ async def get_run_rows(
 async def plot_run(
     ctx: Context,
     run_id: Annotated[str, Field(description="From an earlier profiling answer")],
-    metric: Annotated[
-        str | None, Field(description="Metric to plot (default: the run's only/first one)")
-    ] = None,
+    metric: Annotated[str | None, Field(description="Metric to plot (default: the first)")] = None,
 ) -> Image:
-    """A PNG plot of one metric of a run over its configs (one line per variant)."""
+    """A PNG of one metric of a run over its configs, a line per variant."""
     with tool_errors():
         run = await load(ctx, run_id)
         png = await thread(lambda: service.plot_run(run, metric))

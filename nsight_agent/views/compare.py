@@ -106,6 +106,24 @@ def _geomean(values: Iterable[float]) -> float | None:
     return sig(math.exp(sum(math.log(v) for v in vals) / len(vals)))
 
 
+def _timing(
+    r: dict[str, Any] | None, b: dict[str, Any], *, is_base: bool, failed: bool
+) -> VariantTiming:
+    """One variant at one config: its time, and the verdict and speedup vs the baseline."""
+    if r is None:
+        return VariantTiming(time=None, verdict="incorrect" if failed else "no_data")
+    t, tb = sig(r.get("AvgValue")), sig(b.get("AvgValue"))
+    speedup = sig(tb / t) if t and tb else None
+    verdict: Verdict = "baseline" if is_base else config_verdict(r, b)
+    if failed:
+        verdict = "incorrect"
+    if failed or is_base:
+        speedup = None  # a wrong variant gets its time shown, never a speedup
+    return VariantTiming(
+        time=t, rsd_pct=sig(r.get("RelativeStdDevPct"), 3), speedup=speedup, verdict=verdict
+    )
+
+
 def compare_summary(
     run: RunLike,
     *,
@@ -146,24 +164,9 @@ def compare_summary(
             r = rows.get((name, idx))
             check = checks.get((name, idx))
             failed = check is not None and not bool(check.ok)
-            if r is None:
-                timing = VariantTiming(time=None, verdict="incorrect" if failed else "no_data")
-            else:
-                t, tb = sig(r.get("AvgValue")), sig(b.get("AvgValue"))
-                speedup = sig(tb / t) if t and tb else None
-                verdict: Verdict = "baseline" if name == base else config_verdict(r, b)
-                if failed:
-                    verdict = "incorrect"
-                if failed or name == base:
-                    speedup = None  # a wrong variant gets its time shown, never a speedup
-                timing = VariantTiming(
-                    time=t,
-                    rsd_pct=sig(r.get("RelativeStdDevPct"), 3),
-                    speedup=speedup,
-                    verdict=verdict,
-                )
-                if speedup is not None:
-                    speedups[name].append(speedup)
+            timing = _timing(r, b, is_base=name == base, failed=failed)
+            if timing.speedup is not None:
+                speedups[name].append(timing.speedup)
             if failed:
                 timing.check = _check_text(check)
             verdicts[name].append(timing.verdict)

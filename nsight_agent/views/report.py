@@ -13,23 +13,22 @@ from nsight_agent.diagnose import findings as fd
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose import roofline as rl
 from nsight_agent.diagnose import throughput as tp
+from nsight_agent.diagnose.bound import classify
 from nsight_agent.engine import extract as extraction
 from nsight_agent.views.common import Page, page, sig
 
-# Shown for every kernel of a report when present: what a first look needs.
-KEY_METRICS: tuple[str, ...] = (
-    dm.DURATION,
-    dm.SM_THROUGHPUT,
-    dm.MEM_THROUGHPUT,
-    dm.DRAM_THROUGHPUT,
-    "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "launch__registers_per_thread",
-    "launch__grid_size",
-    "launch__block_size",
-    dm.WAVES,
-    "lts__t_sector_hit_rate.pct",
-    "l1tex__t_sector_hit_rate.pct",
-)
+# Shown for every kernel of a report when present, under short labels: what a first look needs
+# (duration and the two SOL throughputs have fields of their own).
+KEY_METRICS: dict[str, str] = {
+    "dram_pct": dm.DRAM_THROUGHPUT,
+    "warps_active_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "regs_per_thread": "launch__registers_per_thread",
+    "grid": "launch__grid_size",
+    "block": "launch__block_size",
+    "waves": dm.WAVES,
+    "l2_hit_pct": "lts__t_sector_hit_rate.pct",
+    "l1_hit_pct": "l1tex__t_sector_hit_rate.pct",
+}
 
 
 class MetricValue(BaseModel):
@@ -56,31 +55,23 @@ class RooflineBrief(BaseModel):
     """Where a kernel sits on this GPU's roofline (from ncu's peak metrics in the report)."""
 
     bound: str = Field(description="memory-bound, compute-bound, latency-bound or unknown")
-    bound_reason: str
+    bound_reason: str = Field(description="The comparison that decided, with its numbers")
     compute_pct: float | None = Field(default=None, description="SM throughput, % of peak")
     memory_pct: float | None = Field(default=None, description="Memory throughput, % of peak")
-    flops_by_precision: dict[str, float] | None = Field(
-        default=None,
-        description="Achieved FLOP/s per precision with work (tensor_* = tensor cores)",
-    )
-    peak_flops_by_precision: dict[str, float] | None = Field(
-        default=None, description="This GPU's peak FLOP/s for those precisions (ncu peak metrics)"
+    dominant_precision: str | None = Field(
+        default=None, description="The precision doing most FLOP/s (tensor_* = tensor cores)"
     )
     achieved_flop_per_s: float | None = None
-    dominant_precision: str | None = None
     peak_flop_per_s: float | None = Field(
         default=None, description="Peak of the dominant precision"
     )
-    dram_bytes: float | None = None
     dram_bytes_per_s: float | None = None
-    peak_dram_bytes_per_s: float | None = None
     dram_pct_of_peak: float | None = None
     arithmetic_intensity: float | None = Field(default=None, description="FLOP per DRAM byte")
     ridge_point: float | None = None
     pct_of_roofline: float | None = Field(
         default=None, description="Achieved FLOP/s as % of the attainable rate at this intensity"
     )
-    roofline_side: str | None = None
     tensor_pipe_pct: float | None = None
     sections_to_collect: list[str] | None = Field(
         default=None, description="ncu sections that would fill the missing values"
@@ -99,13 +90,24 @@ class ActionSummary(BaseModel):
     duration_ns: float | None = None
     sol_compute_pct: float | None = None
     sol_memory_pct: float | None = None
-    metrics: dict[str, MetricValue] | None = Field(
-        default=None, description="Key metrics present in the report (value, unit)"
+    metrics: dict[str, float | str | None] | None = Field(
+        default=None,
+        description="Key metrics by short label (dram_pct, grid, waves, ...), then any asked "
+        "for by full name (None: not in the report)",
     )
     metrics_in_report: int = Field(description="How many metrics ncu stored for this kernel")
     roofline: RooflineBrief | None = None
     findings: list[FindingBrief] | None = None
     findings_total: int = 0
+
+
+class KernelLine(BaseModel):
+    """A kernel of the report not shown in full: enough to ask for it (offset)."""
+
+    index: int
+    kernel: str
+    duration_ns: float | None = None
+    share_pct: float | None = Field(default=None, description="% of the report's kernel time")
 
 
 class ReportSummary(BaseModel):
@@ -115,8 +117,9 @@ class ReportSummary(BaseModel):
     gpu: str | None = None
     kernels_total: int
     bound_rule: str = Field(description="How each kernel's bound is classified")
-    page: Page
-    actions: list[ActionSummary]
+    page: Page = Field(description="Over the kernels by time, longest first")
+    actions: list[ActionSummary] = Field(description="The longest kernels, in full")
+    others: list[KernelLine] | None = Field(default=None, description="One line each")
 
 
 def metric_value(action: Any, name: str) -> MetricValue | None:
@@ -130,57 +133,43 @@ def metric_value(action: Any, name: str) -> MetricValue | None:
     return MetricValue(value=sig(raw), unit=unit)
 
 
-def thresholds_text(t: rl.BoundThresholds) -> str:
-    return (
-        f"latency-bound if compute and memory throughput are both < "
-        f"{t.latency_bound_below_pct:g}% of peak; otherwise the larger names the bound "
-        f"(balanced within {t.balanced_within_pct:g} points, saturated > "
-        f"{t.saturated_above_pct:g}%)"
-    )
+BOUND_RULE = (
+    "SM and memory throughput both < 60%: latency-bound; within 10 points or both >= 80%: "
+    "intensity vs ridge decides; else the larger (docs/DIAGNOSIS.md)"
+)
 
 
-def roofline_brief(r: rl.Roofline) -> RooflineBrief | None:
-    """The compact form of ``rl.roofline``; None when the report has nothing to place."""
+def roofline_brief(action: Any) -> RooflineBrief | None:
+    """Roofline position and bound of one kernel; None when the report has nothing to place.
+
+    The bound is the diagnosis' (``diagnose.bound``): the roofline decides close calls."""
+    r = rl.roofline(action)
     if r.bound == "unknown" and r.achieved_flop_per_s is None and r.dram_bytes_per_s is None:
         return None
-    achieved: dict[str, float] = {
-        p.precision: v
-        for p in r.precisions
-        if (v := sig(p.achieved_flop_per_s)) is not None and v > 0
-    }
-    peaks: dict[str, float] = {
-        p.precision: v
-        for p in r.precisions
-        if p.precision in achieved and (v := sig(p.peak_flop_per_s)) is not None
-    }
+    b = classify(action)
     return RooflineBrief(
-        bound=r.bound,
-        bound_reason=r.bound_reason,
+        bound=b.bound,
+        bound_reason=b.why,
         compute_pct=sig(r.compute_throughput_pct),
         memory_pct=sig(r.memory_throughput_pct),
-        flops_by_precision=achieved or None,
-        peak_flops_by_precision=peaks or None,
-        achieved_flop_per_s=sig(r.achieved_flop_per_s),
         dominant_precision=r.dominant_precision,
+        achieved_flop_per_s=sig(r.achieved_flop_per_s),
         peak_flop_per_s=sig(r.peak_flop_per_s),
-        dram_bytes=sig(r.dram_bytes),
         dram_bytes_per_s=sig(r.dram_bytes_per_s),
-        peak_dram_bytes_per_s=sig(r.peak_dram_bytes_per_s),
         dram_pct_of_peak=sig(r.dram_pct_of_peak),
         arithmetic_intensity=sig(r.arithmetic_intensity),
         ridge_point=sig(r.ridge_point),
         pct_of_roofline=sig(r.pct_of_roofline),
-        roofline_side=r.roofline_side,
         tensor_pipe_pct=sig(r.tensor_pipe_pct),
         sections_to_collect=r.sections_to_collect or None,
-        notes=r.notes or None,
+        notes=[n[:160] for n in r.notes] or None,
     )
 
 
 def finding_briefs(found: Sequence[fd.Finding], limit: int) -> list[FindingBrief]:
     out = []
     for f in found[: max(0, limit)]:
-        message = f.message if len(f.message) <= 400 else f.message[:397] + "..."
+        message = f.message if len(f.message) <= 120 else f.message[:117] + "..."
         out.append(
             FindingBrief(
                 rule=f.rule_id,
@@ -195,16 +184,14 @@ def finding_briefs(found: Sequence[fd.Finding], limit: int) -> list[FindingBrief
 
 
 def summarize_action(
-    index: int, action: Any, *, findings: int = 3, metrics: Sequence[str] = ()
+    index: int, action: Any, *, findings: int = 2, metrics: Sequence[str] = ()
 ) -> ActionSummary:
-    # Duration and the two SOL throughputs have their own fields.
-    shown_apart = {dm.DURATION, dm.SM_THROUGHPUT, dm.MEM_THROUGHPUT}
-    names = [m for m in KEY_METRICS if m not in shown_apart]
-    names += [m for m in metrics if m not in names]
-    values = {n: v for n in names if (v := metric_value(action, n)) is not None}
-    missing = [m for m in metrics if m not in values]
-    for m in missing:
-        values[m] = MetricValue(value=None, unit="not in report")
+    values: dict[str, float | str | None] = {
+        label: v.value for label, name in KEY_METRICS.items() if (v := metric_value(action, name))
+    }
+    for name in metrics:
+        v = metric_value(action, name)
+        values[name] = v.value if v is not None else None
     sol = tp.speed_of_light(action)
     found = fd.findings(action)
     return ActionSummary(
@@ -216,7 +203,7 @@ def summarize_action(
         sol_memory_pct=sig(sol.memory_throughput_pct),
         metrics=values or None,
         metrics_in_report=len(list(action.metric_names())),
-        roofline=roofline_brief(rl.roofline(action)),
+        roofline=roofline_brief(action),
         findings=finding_briefs(found, findings) or None,
         findings_total=len(found),
     )
@@ -234,30 +221,43 @@ def summarize_report(
     path: str | Path,
     *,
     offset: int = 0,
-    limit: int = 10,
-    findings: int = 3,
+    limit: int = 2,
+    findings: int = 2,
     metrics: Sequence[str] = (),
+    one_line: int = 12,
 ) -> ReportSummary:
-    """Digest of any ``.ncu-rep``: one entry per profiled kernel, paged."""
+    """Digest of any ``.ncu-rep``: kernels by duration, ``limit`` in full from ``offset``, up to
+    ``one_line`` more in one line each, paged."""
     report = extraction.load(path)
     actions = extraction.iter_actions(report)
+    durations = [tp.speed_of_light(a).duration_ns or 0.0 for a in actions]
+    order = sorted(range(len(actions)), key=lambda i: (-durations[i], i))
+    total = sum(durations)
     pg = page(
         len(actions),
         offset,
         limit,
         f"summarize_report(path={str(path)!r}, offset={{offset}}, limit={{limit}})",
     )
-    shown = [
-        summarize_action(i, a, findings=findings, metrics=metrics)
-        for i, a in enumerate(actions)
-        if offset <= i < offset + limit
+    shown = order[offset : offset + limit]
+    rest = [i for i in order if i not in shown][:one_line]
+    others = [
+        KernelLine(
+            index=i,
+            kernel=str(actions[i].name())[:80],
+            duration_ns=sig(durations[i]),
+            share_pct=sig(100.0 * durations[i] / total, 3) if total > 0 else None,
+        )
+        for i in rest
     ]
-    gpu = gpu_name(actions)
     return ReportSummary(
         report=str(path),
-        gpu=gpu,
+        gpu=gpu_name(actions),
         kernels_total=len(actions),
-        bound_rule=thresholds_text(rl.BoundThresholds()),
+        bound_rule=BOUND_RULE,
         page=pg,
-        actions=shown,
+        actions=[
+            summarize_action(i, actions[i], findings=findings, metrics=metrics) for i in shown
+        ],
+        others=others or None,
     )

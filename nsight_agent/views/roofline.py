@@ -15,12 +15,12 @@ from nsight_agent.diagnose import roofline as rl
 from nsight_agent.engine import extract as extraction
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.report import (
+    BOUND_RULE,
     FindingBrief,
     RooflineBrief,
     finding_briefs,
     metric_value,
     roofline_brief,
-    thresholds_text,
 )
 from nsight_agent.views.runs import RunLike, config_list
 
@@ -99,7 +99,7 @@ def roofline_summary(
                 run=run_index,
                 kernel=name,
                 duration_ns=sig(r.duration_ns),
-                roofline=roofline_brief(r),
+                roofline=roofline_brief(action),
                 findings=finding_briefs(fd.findings(action), findings) or None,
             )
         )
@@ -119,7 +119,7 @@ def roofline_summary(
         run_id=run_id,
         report=str(report),
         gpu=gpu,
-        thresholds=thresholds_text(rl.BoundThresholds()),
+        thresholds=BOUND_RULE,
         page=pg,
         kernels=items[offset : offset + limit],
         warnings=warnings or None,

@@ -13,12 +13,30 @@ from nsight_agent.views.report import ReportSummary
 from nsight_agent.views.roofline import RooflineSummary
 from nsight_agent.views.runs import ProfileSummary
 
+# (unit as ncu or our models spell it) -> steps of (scale, readable unit), largest first.
+_SCALES: dict[str, tuple[tuple[float, str], ...]] = {
+    "ns": ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns")),
+    "nsecond": ((1e9, "s"), (1e6, "ms"), (1e3, "us"), (1.0, "ns")),
+    "B": ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1.0, "B")),
+    "byte": ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1.0, "B")),
+    "B/s": ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")),
+    "byte/second": ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")),
+    "FLOP/s": ((1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")),
+}
 
-def _fmt(value: float | None, unit: str | None = None) -> str:
+
+def readable(value: float | None, unit: str | None = None) -> str:
+    """A number with a unit people read: 32.8 us, 4.07 TB/s, 35.5 TFLOP/s (JSON keeps SI)."""
     if value is None:
         return "-"
+    for scale, name in _SCALES.get(unit or "", ()):
+        if abs(value) >= scale or scale == 1.0:
+            return f"{value / scale:.3g} {name}"
     text = f"{value:.4g}"
     return f"{text} {unit}" if unit else text
+
+
+_fmt = readable
 
 
 def _cfg(config: Mapping[str, Any]) -> str:
@@ -37,9 +55,10 @@ def render_report(s: ReportSummary) -> str:
         if a.roofline is not None:
             rf = a.roofline
             lines.append(
-                f"    {rf.bound}; {_fmt(rf.achieved_flop_per_s)} FLOP/s"
+                f"    {rf.bound}; {_fmt(rf.achieved_flop_per_s, 'FLOP/s')}"
                 + (f" ({rf.dominant_precision})" if rf.dominant_precision else "")
-                + f", DRAM {_fmt(rf.dram_bytes_per_s)} B/s, {_fmt(rf.pct_of_roofline)}% of roofline"
+                + f", DRAM {_fmt(rf.dram_bytes_per_s, 'B/s')}, "
+                f"{_fmt(rf.pct_of_roofline)}% of roofline"
             )
             lines += [f"    note: {n}" for n in (rf.notes or [])[:1]]
         for f in a.findings or []:
@@ -47,6 +66,9 @@ def render_report(s: ReportSummary) -> str:
                 f" (~{f.speedup_pct:g}% {f.speedup_type or ''})".rstrip() if f.speedup_pct else ""
             )
             lines.append(f"    - {f.title}{gain}")
+    for o in s.others or []:
+        share = f" {o.share_pct:.3g}%" if o.share_pct is not None else ""
+        lines.append(f"[{o.index}] {o.kernel}  {_fmt(o.duration_ns, 'ns')}{share}")
     if s.page.truncated:
         lines.append(s.page.truncated)
     return "\n".join(lines)
@@ -61,7 +83,7 @@ def render_profile(s: ProfileSummary) -> str:
             ok = "" if r.correct is None else (" ok" if r.correct else " WRONG OUTPUT")
             lines.append(
                 f"{who}{_cfg(r.config)}  {metric} = {_fmt(st.avg, s.units.get(metric))} "
-                f"± {_fmt(st.std)} (n={st.n}, rsd {_fmt(st.rsd_pct)}%){flag}{ok}"
+                f"± {_fmt(st.std, s.units.get(metric))} (n={st.n}, rsd {_fmt(st.rsd_pct)}%){flag}{ok}"
             )
     lines += [f"warning: {w}" for w in s.warnings or []]
     if s.page.truncated:
@@ -97,9 +119,9 @@ def render_roofline(s: RooflineSummary) -> str:
             lines.append(f"{where}{k.kernel}: no roofline metrics in the report")
             continue
         lines.append(
-            f"{where}{k.kernel}: {rf.bound}; {_fmt(rf.achieved_flop_per_s)} FLOP/s of "
-            f"{_fmt(rf.peak_flop_per_s)} ({rf.dominant_precision or '-'}), DRAM "
-            f"{_fmt(rf.dram_bytes_per_s)} of {_fmt(rf.peak_dram_bytes_per_s)} B/s, AI "
+            f"{where}{k.kernel}: {rf.bound}; {_fmt(rf.achieved_flop_per_s, 'FLOP/s')} of "
+            f"{_fmt(rf.peak_flop_per_s, 'FLOP/s')} ({rf.dominant_precision or '-'}), DRAM "
+            f"{_fmt(rf.dram_bytes_per_s, 'B/s')} ({_fmt(rf.dram_pct_of_peak)}% of peak), AI "
             f"{_fmt(rf.arithmetic_intensity)} FLOP/B, {_fmt(rf.pct_of_roofline)}% of roofline"
         )
     lines += [f"warning: {w}" for w in s.warnings or []]
@@ -120,11 +142,8 @@ def render_table(s: ProfileSummary) -> str:
                 [
                     r.variant or "-",
                     config,
-                    f"{metric} ({unit})" if unit else metric,
-                    *(
-                        f"{v:.4g}" if v is not None else "-"
-                        for v in (st.avg, st.std, st.min, st.max)
-                    ),
+                    metric,
+                    *(readable(v, unit) for v in (st.avg, st.std, st.min, st.max)),
                     str(st.n),
                     f"{st.rsd_pct:.3g}" if st.rsd_pct is not None else "-",
                     "yes" if st.stable else "NO",
@@ -136,15 +155,6 @@ def render_table(s: ProfileSummary) -> str:
     return "\n".join(lines)
 
 
-def _ns(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.3g} ns"
-
-
 def render_diagnosis(d: ReportDiagnosis) -> str:
     """The headline and top causes of each kernel, then one line for the rest."""
     lines = [f"{d.kernels_total} kernel(s) on {d.gpu or 'unknown GPU'}; {d.report}"]
@@ -152,7 +162,9 @@ def render_diagnosis(d: ReportDiagnosis) -> str:
     for k in d.kernels:
         dg = k.diagnosis
         share = f"{k.share_pct:.3g}%" if k.share_pct is not None else "-"
-        lines.append(f"\n{dg.kernel}  ({share} of time, {_ns(dg.duration_ns)}, {k.launches}x)")
+        lines.append(
+            f"\n{dg.kernel}  ({share} of time, {readable(dg.duration_ns, 'ns')}, {k.launches}x)"
+        )
         lines.append(f"  {dg.headline}")
         for c in dg.causes[:3]:
             gain = f" ~{c.gain:.0f}%" if c.gain is not None else ""

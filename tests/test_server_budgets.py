@@ -1,0 +1,103 @@
+"""What the server costs an agent's context, measured through the SDK client (issue 12).
+
+tools/list: names, descriptions and input schemas <= 8 KiB in all; output schemas <= 16 KiB.
+Answers: profile_kernel of 3 configs x 1 metric <= 1.2 KB, compare_variants of 4 variants x 3
+configs <= 2.5 KB, summarize_report of 8 kernels <= 4 KB by default. Sizes are compact JSON of
+the structured content, the part a client passes to the model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from mcp import Client
+
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.pipeline import RunResult
+from nsight_agent.server.app import build_server
+from nsight_agent.views.common import dump
+from nsight_agent.views.report import KernelLine, summarize_action, summarize_report
+
+PLANTED = Path(__file__).parent / "fixtures" / "planted"
+TIME = "gpu__time_duration.sum"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def size(data: Any) -> int:
+    return len(json.dumps(data, separators=(",", ":")))
+
+
+def four_variants(root: Path, sweep: Any) -> RunResult:
+    """The recorded sweep's two variants, each also under a second name: 4 x 3 configs."""
+    run = sweep.run(root, metrics=[TIME])
+    copies = []
+    for frame in (run.processed, run.raw):
+        renamed = frame.copy()
+        renamed["Annotation"] = renamed["Annotation"] + "_v2"
+        copies.append(pd.concat([frame, renamed], ignore_index=True))
+    run.processed, run.raw = copies
+    run.kernels = {**run.kernels, **{f"{k}_v2": v for k, v in run.kernels.items()}}
+    pipeline.save_result(run)
+    return pipeline.load_run(run.run_id, runs_root=root)
+
+
+@pytest.mark.anyio
+async def test_tools_list_fits_its_budget() -> None:
+    async with Client(build_server()) as client:
+        tools = (await client.list_tools()).tools
+    visible = sum(len(t.name) + len(t.description or "") + size(t.input_schema) for t in tools)
+    outputs = sum(size(t.output_schema) for t in tools if t.output_schema)
+    print(f"tools/list: {visible} B visible, {outputs} B of output schemas")
+    assert visible <= 8 * 1024, visible
+    assert outputs <= 16 * 1024, outputs
+
+
+@pytest.mark.anyio
+async def test_answers_fit_their_budgets(tmp_path: Path, sweep: Any) -> None:
+    one_variant = sweep.run(tmp_path, variants=[sweep.variants()[0]], run_id="one")
+    compared = four_variants(tmp_path / "four", sweep)
+    async with Client(build_server(tmp_path)) as client:
+        profiled = await client.call_tool("get_run", {"run_id": one_variant.run_id})
+    async with Client(build_server(tmp_path / "four")) as client:
+        compare = await client.call_tool("compare_variants", {"run_id": compared.run_id})
+    assert not profiled.is_error and not compare.is_error
+    # get_run answers exactly what profile_kernel answered for the run.
+    assert len(profiled.structured_content["results"]) == 3
+    print(
+        f"profile 3x1: {size(profiled.structured_content)} B; compare 4x3: {size(compare.structured_content)} B"
+    )
+    assert size(profiled.structured_content) <= 1200, size(profiled.structured_content)
+    assert len(compare.structured_content["overall"]) == 4
+    assert size(compare.structured_content) <= 2500, size(compare.structured_content)
+
+
+def test_summarize_report_of_eight_kernels_fits_4kb() -> None:
+    """By default two kernels in full and one line for the others: the answer for 8 kernels is
+    bounded by the largest full entry and the longest line seen on the planted H200 reports."""
+    import ncu_report
+
+    reports = sorted(PLANTED.glob("*.ncu-rep"))
+    if not reports:
+        pytest.skip("planted fixtures not present")
+    full, line = 0, 0
+    for path in reports:
+        action = ncu_report.load_report(str(path)).range_by_idx(0).action_by_idx(0)
+        full = max(full, size(dump(summarize_action(0, action))))
+        name = str(action.name())[:80]
+        line = max(
+            line, size(dump(KernelLine(index=7, kernel=name, duration_ns=1.234e6, share_pct=12.3)))
+        )
+    envelope = size(dump(summarize_report(reports[0]))) - size(
+        dump(summarize_report(reports[0]).actions[0])
+    )
+    worst = envelope + 2 * full + 6 * line
+    print(f"summarize_report of 8 kernels, worst case: {worst} bytes")
+    assert worst <= 4096, (envelope, full, line, worst)
