@@ -34,8 +34,9 @@ class UnknownMetricError(NsightAgentError, ValueError):
         self.metric = metric
         self.suggestions = suggestions
         close = f" Close matches: {', '.join(suggestions)}." if suggestions else ""
+        text = message or f"Unknown metric {metric!r}."
         super().__init__(
-            message or f"Unknown metric {metric!r}.{close}",
+            text if not close or "Close matches" in text else text.rstrip() + close,
             "List valid names with `ncu --query-metrics` (or the query_metrics tool); "
             "add a rollup suffix such as .sum, .avg or .max where the base name has none.",
         )

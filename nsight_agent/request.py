@@ -11,7 +11,14 @@ import keyword
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 Language = Literal["triton", "torch", "torch_compile", "cuda"]
 ReplayMode = Literal["kernel", "range"]
@@ -41,7 +48,6 @@ def _check_source_size(kind: str, value: str | None) -> str | None:
             "Send the kernel and its entry points only (load large data in setup, from files)"
         )
     return value
-
 
 KERNEL_CONTRACT_SUMMARY = (
     "Kernel contract (all languages): `source` is a Python module. It defines "
@@ -251,3 +257,13 @@ def expand_configs(configs: list[dict[str, Any]] | dict[str, list[Any]]) -> list
             if isinstance(value, float) and not math.isfinite(value):
                 raise ValueError(f"config #{i} {key}={value!r} is not finite")
     return [{k: c[k] for k in keys0} for c in expanded]
+
+
+def validation_text(err: ValidationError) -> str:
+    """A pydantic error as one line a person or a model can act on."""
+    parts = []
+    for e in err.errors()[:8]:
+        where = ".".join(str(p) for p in e["loc"]) or "request"
+        parts.append(f"{where}: {e['msg']}")
+    more = f" (+{err.error_count() - 8} more)" if err.error_count() > 8 else ""
+    return "Malformed request: " + "; ".join(parts) + more

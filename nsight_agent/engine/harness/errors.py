@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from nsight_agent.errors import HarnessError
@@ -9,13 +10,56 @@ from nsight_agent.errors import HarnessError
 Stage = Literal["import", "setup", "compile", "entry", "check"]
 
 _HINTS: dict[str, str] = {
-    "import": "Fix the Python source so that it imports: the line shown is in your source.",
+    "import": "Fix the Python source so that it imports.",
     "setup": "setup(**config, device) raised: check it builds the inputs of every config.",
-    "compile": "Fix the CUDA C++ source at the line shown (the compiler's message is above).",
-    "entry": "The entry point raised on the inputs from setup: fix it at the line shown.",
+    "compile": "Fix the CUDA C++ source (the compiler's message is above).",
+    "entry": "The entry point raised on the inputs from setup.",
     "check": "The outputs are malformed (not tensors, wrong shape or dtype, NaN/Inf, aliasing "
     "inputs): fix the entry so it returns the same outputs as the baseline.",
 }
+KERNELS_EXTRA = 'pip install "nsight-agent[kernels]"'
+# (text in the message, hint): failures whose cause is not a line of the user's source.
+_CAUSE_HINTS: tuple[tuple[str, str], ...] = (
+    (
+        "No module named 'torch'",
+        f"PyTorch is not installed where the harness runs: {KERNELS_EXTRA} (or install torch "
+        "for your CUDA version first, then that).",
+    ),
+    (
+        "No module named 'triton'",
+        f"Triton is not installed where the harness runs: {KERNELS_EXTRA}.",
+    ),
+    (
+        "illegal memory access",
+        "A kernel read or wrote out of bounds and the CUDA context is lost: check the grid, "
+        "the masks and the index arithmetic (compute-sanitizer finds the access).",
+    ),
+    (
+        "CUDA error",
+        "A CUDA call failed inside the entry: run it once with CUDA_LAUNCH_BLOCKING=1 to see "
+        "which launch.",
+    ),
+    (
+        "launched no CUDA kernel",
+        "Only kernel launches are profiled: a device-to-device copy (x.clone()) is a memcpy, "
+        "and a cached result launches nothing; make the entry compute on the GPU every call.",
+    ),
+)
+
+
+def hint_for(stage: str, message: str, line: int | None) -> str:
+    """The next step: the cause's own hint when the message names one, else the stage's, and
+    "at the line shown" only where a line is shown."""
+    for needle, hint in _CAUSE_HINTS:
+        if needle in message:
+            return hint
+    base = _HINTS.get(stage, "")
+    if line is not None and base and stage != "check":
+        return base + " The line shown is in your source."
+    return base
+
+
+_PREFIX = re.compile(r"^(import|setup|compile|entry|check) failed(?: \([^)]*\))?(?: \[[^\]]*\])?: ")
 
 
 class SourceError(HarnessError):
@@ -33,7 +77,11 @@ class SourceError(HarnessError):
         config_index: int | None = None,
     ) -> None:
         self.stage = stage
-        self.detail = message  # unformatted: what to_dict() writes and from_json() reads back
+        # Unformatted (what to_dict() writes and from_json() reads back): a message that is
+        # itself a formatted SourceError loses its prefix, so the answer says it once.
+        while _PREFIX.match(message):
+            message = _PREFIX.sub("", message, count=1)
+        self.detail = message
         self.line = line
         self.file = file
         self.traceback = traceback
@@ -41,7 +89,7 @@ class SourceError(HarnessError):
         self.config_index = config_index
         where = f" ({file or 'source'} line {line})" if line is not None else ""
         who = f" [variant {variant!r}, config #{config_index}]" if variant is not None else ""
-        super().__init__(f"{stage} failed{where}{who}: {message}", _HINTS.get(stage, ""))
+        super().__init__(f"{stage} failed{where}{who}: {message}", hint_for(stage, message, line))
 
     def to_dict(self) -> dict[str, Any]:
         """The error file a harness writes (``runtime.write_error``); ``from_json`` reads it."""
