@@ -15,7 +15,7 @@ from typing import Any
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
-from nsight_agent.engine import ncu, pipeline, run_status, runs
+from nsight_agent.engine import ncu, pipeline, retention, run_status, runs
 from nsight_agent.engine.pipeline import PreflightResult, Progress, RunResult
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
@@ -82,9 +82,13 @@ def profile(
     on_progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> RunResult:
-    """Pre-flight, then the ncu run; without ncu, the pre-flight alone and a clear error."""
+    """Pre-flight, then the ncu run; without ncu, the pre-flight alone and a clear error.
+
+    After a run, the retention policy trims the runs folder (the newest runs stay)."""
     ncu_or_preflight(request, runs_root, cancel)
-    return pipeline.profile(request, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+    run = pipeline.profile(request, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+    retention.prune(run.run_dir.parent, *retention.policy())
+    return run
 
 
 def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
@@ -214,3 +218,13 @@ def diagnose_run(run_id: str, runs_root: Path | None = None, **options: Any) -> 
     )
     d.run_id = run_id
     return d
+
+
+def prune_runs(
+    runs_root: Path | None = None,
+    *,
+    keep: int = retention.DEFAULT_KEEP,
+    max_gb: float = retention.DEFAULT_MAX_GB,
+) -> retention.Pruned:
+    """Apply the retention policy to the runs folder (newest runs kept first)."""
+    return retention.prune(Path(runs_root or pipeline.default_runs_root()), keep, max_gb)

@@ -1,4 +1,4 @@
-"""``nsight-agent``: the same engine for people: profile, report, doctor, serve, demo."""
+"""The commands of ``nsight-agent``: each parses nothing, calls the service layer, prints."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nsight_agent import __version__
-from nsight_agent.errors import InvalidRequestError, NsightAgentError
+from nsight_agent.errors import InvalidRequestError
 
 
 def _value(text: str) -> Any:
@@ -151,20 +150,110 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """Exit 0 only when this machine can profile; otherwise say why and exit 1."""
     from nsight_agent.engine import device
 
     info = device.device_info(probe=args.probe)
     print(info.model_dump_json(indent=1) if args.json else device.render(info))
-    if not info.can_profile and not args.json:
-        print(
-            "\nReports can be read here (nsight-agent report FILE.ncu-rep); profiling needs an "
-            "NVIDIA GPU, its driver, and Nsight Compute (ncu) with counter access."
+    if info.can_profile:
+        return 0
+    why = "; ".join(info.unknown[:3]) or "no usable GPU with ncu and counter access"
+    print(
+        f"\ncannot profile here: {why}. Reports can still be read (nsight-agent report "
+        "FILE.ncu-rep); profiling needs an NVIDIA GPU, its driver, and Nsight Compute (ncu) "
+        "with counter access.",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from nsight_agent import service
+    from nsight_agent.views import common, compare, text
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise InvalidRequestError(f"No source file at {path}.")
+    variants = []
+    for item in args.variant or []:
+        name, _, entry = item.partition("=")
+        variants.append({"name": name.strip(), "entry": (entry or name).strip()})
+    if len(variants) < 2:
+        raise InvalidRequestError(
+            "compare needs at least two --variant NAME[=ENTRY].",
+            "Example: --variant eager=run_ref --variant fused=run",
         )
+    request = service.build_request(
+        source=path.read_text(),
+        language=args.language,
+        variants=variants,
+        baseline=args.baseline or variants[0]["name"],
+        configs=parse_configs(args.config, args.grid),
+        runs=args.runs,
+        timeout_s=args.timeout,
+        clock_control=args.clock_control,
+    )
+    run = service.profile(request, on_progress=_progress)
+    s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
+    print(json.dumps(common.dump(s), indent=1) if args.json else text.render_compare(s))
     return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from nsight_agent.catalog import metrics as catalog
+
+    found = catalog.search_metrics(" ".join(args.query), args.limit)
+    for m in found:
+        print(f"{m.example}  ({m.type}, {m.unit or '-'}): {m.description}")
+    print(f"[{catalog.catalog_source().label}]", file=sys.stderr)
+    return 0 if found else 1
+
+
+def cmd_skills(args: argparse.Namespace) -> int:
+    from nsight_agent.catalog import skills
+
+    if args.name:
+        print(skills.get_skill(args.name).skill_md)
+        return 0
+    for b in skills.list_skills():
+        print(f"{b.name:14} {b.description}")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from nsight_agent import service
+    from nsight_agent.views import runs, text
+
+    root = Path(args.runs_root) if args.runs_root else None
+    if args.action == "list":
+        listing = service.list_runs(root, limit=args.limit)
+        print(f"# {listing['runs_root']}", file=sys.stderr)
+        for run_id in listing["runs"]:
+            print(run_id)
+    elif args.action == "show":
+        if not args.run_id:
+            raise InvalidRequestError("runs show needs a run id: nsight-agent runs show RUN_ID")
+        print(text.render_profile(runs.profile_summary(service.load_run(args.run_id, root))))
+    else:
+        pruned = service.prune_runs(root, keep=args.keep, max_gb=args.max_gb)
+        print(f"removed {len(pruned.removed)} run(s), {pruned.freed_bytes / 1e6:.1f} MB")
+    return 0
+
+
+def _progress(done: int, total: int, message: str) -> None:
+    print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from nsight_agent.server.app import serve
+
+    if args.transport == "stdio" and sys.stdin.isatty():
+        print(
+            "nsight-agent serve: an MCP server on stdio, waiting for an MCP client (this is "
+            "not an interactive prompt). Configure your agent to run `nsight-agent serve`; "
+            "press Ctrl-C to quit.",
+            file=sys.stderr,
+        )
 
     serve(
         args.transport,
@@ -179,94 +268,3 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from nsight_agent import demo
 
     return demo.main([])
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nsight-agent",
-        description="Nsight Compute profiling for kernel engineers and their coding agents.",
-    )
-    parser.add_argument("--version", action="version", version=f"nsight-agent {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("profile", help="profile a kernel source file over configs (needs ncu)")
-    p.add_argument("file", help="Python source with setup() and the entry function")
-    p.add_argument(
-        "--config",
-        nargs="+",
-        action="append",
-        metavar="KEY=VALUE",
-        help="one config (repeat for more), e.g. --config M=1024 N=512",
-    )
-    p.add_argument("--grid", help='JSON grid: {"M": [1024, 2048]} or a list of objects')
-    p.add_argument(
-        "--language", choices=["triton", "torch", "torch_compile", "cuda"], default="triton"
-    )
-    p.add_argument("--entry", default="run", help="function that launches the kernel")
-    p.add_argument("--metrics", action="append", help="metric names (comma-separated or repeated)")
-    p.add_argument("--skill", help="a curated metric bundle (see the list_skills tool)")
-    p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--timeout", type=int, default=600, help="seconds")
-    p.add_argument("--clock-control", choices=["base", "none"], default="none")
-    p.add_argument("--json", action="store_true", help="print the compact JSON answer")
-    p.set_defaults(func=cmd_profile)
-
-    p = sub.add_parser("report", help="summarize an existing .ncu-rep (no GPU needed)")
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--findings", type=int, default=3, help="ncu findings per kernel")
-    p.add_argument("--metrics", action="append", help="extra metrics to show when present")
-    p.set_defaults(func=cmd_report)
-
-    p = sub.add_parser(
-        "diagnose", help="why a kernel is slow: a .ncu-rep, a source file (needs ncu) or a run"
-    )
-    p.add_argument("file", nargs="?", help=".ncu-rep to read, or kernel source to profile")
-    p.add_argument("--run-id", help="diagnose an earlier run instead")
-    p.add_argument("--config", nargs="+", action="append", metavar="KEY=VALUE")
-    p.add_argument("--grid", help='JSON grid: {"M": [1024, 2048]}')
-    p.add_argument(
-        "--language", choices=["triton", "torch", "torch_compile", "cuda"], default="triton"
-    )
-    p.add_argument("--entry", default="run")
-    p.add_argument("--timeout", type=int, default=900, help="seconds")
-    p.add_argument("--no-deep", action="store_true", help="first pass only (one ncu run)")
-    p.add_argument("--ideal-bytes", type=float, help="bytes one kernel must move")
-    p.add_argument("--input-dtype", action="append", help="e.g. bfloat16 (repeatable)")
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--limit", type=int, default=3, help="kernels diagnosed in full")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_diagnose)
-
-    p = sub.add_parser("doctor", help="check ncu, GPU, counter permission and packages")
-    p.add_argument("--probe", action="store_true", help="profile one tiny kernel to be sure")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_doctor)
-
-    p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
-    p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--runs-root", help="folder for run artifacts (default: the pipeline's)")
-    p.set_defaults(func=cmd_serve)
-
-    p = sub.add_parser("demo", help="a real MCP client session against `nsight-agent serve`")
-    p.set_defaults(func=cmd_demo)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except NsightAgentError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

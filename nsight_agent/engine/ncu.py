@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import get_args
 
 from nsight_agent.annotation import NCU_NVTX_INCLUDE
-from nsight_agent.engine import process
+from nsight_agent.engine import pinning, process
 from nsight_agent.errors import (
     CollectionTimeoutError,
     CounterPermissionError,
@@ -237,6 +237,7 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     parts = [package_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(pinning.pinned_env())  # the executor's GPU for this job, when it pinned one
     env.update(extra or {})
     return env
 
