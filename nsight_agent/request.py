@@ -49,6 +49,7 @@ def _check_source_size(kind: str, value: str | None) -> str | None:
         )
     return value
 
+
 KERNEL_CONTRACT_SUMMARY = (
     "Kernel contract (all languages): `source` is a Python module. It defines "
     "`setup(**config, device)` that builds the inputs of one configuration and returns them "

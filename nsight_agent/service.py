@@ -15,8 +15,10 @@ from typing import Any
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
-from nsight_agent.engine import ncu, pipeline, retention, run_status, runs
+from nsight_agent.engine import ncu, pipeline, retention, run_status, runs, timed_run
+from nsight_agent.engine.executor import Executor
 from nsight_agent.engine.pipeline import PreflightResult, Progress, RunResult
+from nsight_agent.engine.worker import WorkerPool
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
@@ -81,12 +83,33 @@ def profile(
     runs_root: Path | None = None,
     on_progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """Pre-flight, then the ncu run; without ncu, the pre-flight alone and a clear error.
 
-    After a run, the retention policy trims the runs folder (the newest runs stay)."""
-    ncu_or_preflight(request, runs_root, cancel)
-    run = pipeline.profile(request, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+    ``executor`` decides where the job runs (default: here, in this thread; the server passes
+    its LocalExecutor, one job per GPU, or a RayExecutor, whose nodes have ncu, not this
+    machine). After a run, the retention policy trims the runs folder (newest runs stay)."""
+    if executor is None or executor.checks_ncu_here:
+        ncu_or_preflight(request, runs_root, cancel)
+    if executor is None:
+        run = pipeline.profile(request, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+    else:
+        run = executor.profile(request, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+    retention.prune(run.run_dir.parent, *retention.policy())
+    return run
+
+
+def time_only(
+    request: ProfileRequest,
+    pool: WorkerPool,
+    *,
+    runs_root: Path | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """The counter-free path (``method="timing"``): a warm worker pre-flights and times the
+    variants interleaved with CUDA events; no ncu, no counter permission needed."""
+    run = timed_run.time_request(request, pool, runs_root=runs_root, cancel=cancel)
     retention.prune(run.run_dir.parent, *retention.policy())
     return run
 

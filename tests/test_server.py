@@ -537,3 +537,58 @@ async def test_device_info_probes_counter_access(server: MCPServer) -> None:
     assert data["gpus"] and data["ncu_version"]
     assert data["counters"]["permitted"] == "yes", data["counters"]
     assert data["can_profile"] is True
+
+
+TIMED = """
+import torch
+
+def setup(n, device="cpu"):
+    # The global generator: the harness seeds it anew for every run.
+    return (torch.randn(n, device=device),)
+
+def run(x):
+    return x * 2.0
+
+def fast(x):
+    return x + x
+
+_memo = {}
+def memo(x):
+    # Returns the first call's result for ever: right on the first inputs, stale after.
+    key = x.numel()
+    if key not in _memo:
+        _memo[key] = x * 2.0
+    return _memo[key]
+"""
+
+
+async def test_the_timing_method_needs_no_ncu_and_catches_a_stale_variant(
+    tmp_path: Path,
+) -> None:
+    async with Client(build_server(tmp_path)) as client:
+        tools = await _schemas(client)
+        profiled = await client.call_tool(
+            "profile_kernel",
+            {"source": TIMED, "configs": [{"n": 20000}], "language": "torch", "method": "timing"},
+        )
+        compared = await client.call_tool(
+            "compare_variants",
+            {
+                "source": TIMED,
+                "configs": {"n": [20000, 40000]},
+                "language": "torch",
+                "method": "timing",
+                "variants": [
+                    {"name": "run"},
+                    {"name": "fast", "entry": "fast"},
+                    {"name": "memo", "entry": "memo"},
+                ],
+            },
+        )
+    data = _validate(profiled, tools["profile_kernel"].output_schema)
+    assert data["results"][0]["stats"]["gpu__time_duration.sum"]["n"] >= 5
+    assert any("measured by perf_counter" in w for w in data["warnings"])
+    data = _validate(compared, tools["compare_variants"].output_schema)
+    assert data["overall"]["memo"]["verdict"] == "incorrect"
+    assert "geomean_speedup" not in data["overall"]["memo"]
+    assert data["overall"]["fast"]["verdict"] != "incorrect"

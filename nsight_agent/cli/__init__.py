@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=int, default=600, help="seconds")
     p.add_argument("--clock-control", choices=["base", "none"], default="none")
     p.add_argument("--json", action="store_true", help="print the compact JSON answer")
+    p.add_argument(
+        "--method", choices=["ncu", "timing"], default="ncu", help="timing: CUDA events, no ncu"
+    )
     p.set_defaults(func=commands.cmd_profile)
 
     p = add("report", help="summarize an existing .ncu-rep (no GPU needed)")
@@ -122,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=int, default=600, help="seconds")
     p.add_argument("--clock-control", choices=["base", "none"], default="none")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--method", choices=["ncu", "timing"], default="ncu", help="timing: CUDA events, no ncu"
+    )
     p.set_defaults(func=commands.cmd_compare)
 
     p = add("metrics", help="search ncu metric names and descriptions (no GPU needed)")
@@ -151,7 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--runs-root", help="folder for run artifacts (default: the pipeline's)")
+    p.add_argument("--runs-root", help="folder for run artifacts (default: the cache folder)")
+    p.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="where profiling jobs run: this machine's GPUs, or a Ray cluster",
+    )
+    p.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
     p.set_defaults(func=commands.cmd_serve)
 
     p = add("demo", help="a real MCP client session against `nsight-agent serve`")

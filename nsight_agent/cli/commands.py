@@ -90,7 +90,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     def progress(done: int, total: int, message: str) -> None:
         print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
 
-    run = service.profile(request, on_progress=progress)
+    run = _measure(request, args.method, progress)
     s = runs.profile_summary(run, limit=10_000)
     if args.json:
         print(json.dumps(common.dump(s), indent=1))
@@ -193,7 +193,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         clock_control=args.clock_control,
     )
-    run = service.profile(request, on_progress=_progress)
+    run = _measure(request, args.method, _progress)
     s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
     print(json.dumps(common.dump(s), indent=1) if args.json else text.render_compare(s))
     return 0
@@ -240,6 +240,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _measure(request: Any, method: str, progress: Any) -> Any:
+    """Under ncu, or (``--method timing``) timed on a warm worker started for this command."""
+    from nsight_agent import service
+    from nsight_agent.engine.worker import WorkerPool
+
+    if method == "timing":
+        with WorkerPool() as pool:
+            return service.time_only(request, pool)
+    return service.profile(request, on_progress=progress)
+
+
 def _progress(done: int, total: int, message: str) -> None:
     print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
 
@@ -260,6 +271,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         runs_root=Path(args.runs_root) if args.runs_root else None,
+        executor=args.executor,
+        ray_address=args.ray_address,
     )
     return 0
 

@@ -138,6 +138,8 @@ class Executor(ABC):
     """Where jobs run. ``submit`` returns at once; ``run`` and ``profile`` block."""
 
     name = "executor"
+    # Whether ncu must be on this machine (a local pool) or on the nodes (a cluster).
+    checks_ncu_here = True
 
     @abstractmethod
     def submit(

@@ -120,6 +120,8 @@ class RayExecutor(Executor):
     may wait for a free GPU. ``max_retries``: reruns after a lost node or worker (1: retried
     once). ``runtime_env`` / ``init_kwargs``: passed to ``ray.init``."""
 
+    checks_ncu_here = False  # ncu lives on the nodes
+
     name = "ray"
 
     def __init__(

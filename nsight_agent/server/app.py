@@ -18,6 +18,7 @@ from mcp.types import ToolAnnotations
 
 from nsight_agent import __version__, service
 from nsight_agent.engine import process
+from nsight_agent.engine.executor import Executor, LocalExecutor
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
 from nsight_agent.server import schemas, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
@@ -64,19 +65,37 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
 )
 
 
+def executor_factory(
+    kind: Literal["local", "ray"], ray_address: str | None
+) -> Callable[[], Executor]:
+    """Made when the server starts (Ray is imported only when asked for)."""
+    if kind == "ray":
+        from nsight_agent.engine.ray_executor import RayExecutor
+
+        return lambda: RayExecutor(ray_address)
+    return LocalExecutor
+
+
 def kernel_contract() -> str:
     return KERNEL_CONTRACT_SUMMARY
 
 
-def build_server(runs_root: Path | None = None) -> MCPServer[ServerState]:
-    """A server whose runs live under ``runs_root`` (default: the pipeline's runs folder)."""
+def build_server(
+    runs_root: Path | None = None,
+    *,
+    executor: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
+) -> MCPServer[ServerState]:
+    """A server whose runs live under ``runs_root`` (default: the cache folder) and whose
+    profiling jobs run on ``executor``: this machine's GPUs (one job each, the rest queued)
+    or a Ray cluster (``ray_address``, or a local one)."""
     mcp: MCPServer[ServerState] = MCPServer(
         "nsight-agent",
         title="Nsight Compute profiling",
         instructions=INSTRUCTIONS,
         version=__version__,
         log_level="INFO",
-        lifespan=lifespan_for(runs_root),
+        lifespan=lifespan_for(runs_root, executor_factory(executor, ray_address)),
     )
     for fn, hints, description in TOOLS:
         mcp.add_tool(fn, annotations=hints, description=description)
@@ -121,9 +140,11 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     runs_root: Path | None = None,
+    executor: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
 ) -> None:
     """Run the server; logs go to stderr (on stdio, stdout is the wire)."""
-    server = build_server(runs_root)
+    server = build_server(runs_root, executor=executor, ray_address=ray_address)
     if transport == "stdio":
         # Every child dies with the server: stdin closed (the client went away), SIGTERM,
         # SIGINT or SIGHUP kill them all (engine.process), then the process ends even if a

@@ -17,6 +17,7 @@ from typing import TypeVar, cast
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -25,7 +26,9 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from nsight_agent import service
+from nsight_agent.engine.executor import Executor, LocalExecutor
 from nsight_agent.engine.pipeline import Progress, RunResult
+from nsight_agent.engine.worker import WorkerPool
 from nsight_agent.errors import NsightAgentError
 from nsight_agent.request import ProfileRequest, validation_text
 from nsight_agent.views.common import dump
@@ -35,17 +38,26 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ServerState:
-    """What every tool shares, handed out through the SDK's lifespan context."""
+    """What every tool shares, handed out through the SDK's lifespan context: where runs
+    live, where profiling jobs run (the executor), and the warm workers of the timing path."""
 
     runs_root: Path | None
+    executor: Executor | None = None
+    workers: WorkerPool | None = None
 
 
 def lifespan_for(
-    runs_root: Path | None,
+    runs_root: Path | None, make_executor: Callable[[], Executor] | None = None
 ) -> Callable[[MCPServer[ServerState]], contextlib.AbstractAsyncContextManager[ServerState]]:
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        yield ServerState(runs_root=runs_root)
+        executor = make_executor() if make_executor is not None else LocalExecutor()
+        workers = WorkerPool()  # a worker starts on the first timing call, not here
+        try:
+            yield ServerState(runs_root=runs_root, executor=executor, workers=workers)
+        finally:
+            await anyio.to_thread.run_sync(workers.close)
+            await anyio.to_thread.run_sync(executor.close)
 
     return lifespan
 
@@ -116,10 +128,12 @@ async def execute(ctx: Context, work: Callable[[Progress, threading.Event], T]) 
     """
     cancel = threading.Event()
     finished = threading.Event()
+    # The executor may report from its own threads, not anyio's: name the loop to report to.
+    loop = anyio.lowlevel.current_token()
 
     def on_progress(done: int, total: int, message: str) -> None:
         with contextlib.suppress(Exception):  # a closed session must not stop the run
-            anyio.from_thread.run(ctx.report_progress, done, total, message)
+            anyio.from_thread.run(ctx.report_progress, done, total, message, token=loop)
 
     def run() -> T:
         try:
@@ -137,12 +151,21 @@ async def execute(ctx: Context, work: Callable[[Progress, threading.Event], T]) 
         raise
 
 
-async def run_profile(request: ProfileRequest, ctx: Context) -> RunResult:
-    """One profiling request through the service layer (pre-flight only when ncu is absent)."""
-    root = state(ctx).runs_root
+async def run_profile(request: ProfileRequest, ctx: Context, method: str = "ncu") -> RunResult:
+    """One request through the service layer: under ncu on the server's executor, or, with
+    ``method="timing"``, timed on a warm worker without counters."""
+    st = state(ctx)
+    if method == "timing":
+        pool = st.workers or WorkerPool()
+        return await execute(
+            ctx,
+            lambda say, cancel: service.time_only(
+                request, pool, runs_root=st.runs_root, cancel=cancel
+            ),
+        )
     return await execute(
         ctx,
         lambda say, cancel: service.profile(
-            request, runs_root=root, on_progress=say, cancel=cancel
+            request, runs_root=st.runs_root, on_progress=say, cancel=cancel, executor=st.executor
         ),
     )

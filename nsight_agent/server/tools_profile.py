@@ -7,7 +7,7 @@ worker thread, progress, cancellation) and returns a compact view model.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
@@ -96,10 +96,14 @@ async def profile_kernel(
     skill: Annotated[str | None, Field(description="Metric bundle, e.g. 'memory'")] = None,
     runs: Annotated[int, Field(ge=1, le=100, description="Measured runs per config")] = 5,
     limit: Annotated[int, Field(ge=1, le=500, description="Results per page")] = 20,
+    method: Annotated[
+        Literal["ncu", "timing"],
+        Field(description="timing: CUDA events on a warm worker, no ncu"),
+    ] = "ncu",
     options: OptionsArg = None,
 ) -> Annotated[CallToolResult, run_views.ProfileSummary]:
-    """Profile a kernel under ncu over configs: per config each metric's avg, std, n and
-    stability, kernels seen, warnings, a run_id. A pre-flight reports source errors first."""
+    """Profile a kernel over configs: each metric's avg, std, n, stability; kernels seen;
+    warnings; a run_id. A pre-flight reports source errors first."""
     with tool_errors():
         o = options_of(options)
         request = service.build_request(
@@ -113,7 +117,7 @@ async def profile_kernel(
             **o.fields("setup", "sections", "warmup", "replay_mode", "cache_control"),
             **o.fields("clock_control", "timeout_s", "ignore_kernels", "combine_kernels"),
         )
-        run = await run_profile(request, ctx)
+        run = await run_profile(request, ctx, method)
         s = run_views.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s))
 
@@ -133,10 +137,14 @@ async def compare_variants(
     run_id: Annotated[str | None, Field(description="Re-read an earlier comparison")] = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=500)] = 20,
+    method: Annotated[
+        Literal["ncu", "timing"],
+        Field(description="timing: CUDA events on a warm worker, no ncu"),
+    ] = "ncu",
     options: OptionsArg = None,
 ) -> Annotated[CallToolResult, compare.CompareSummary]:
-    """Time variants of a kernel against a baseline: per config mean time, speedup and verdict
-    (faster/slower/within_noise by 95% intervals; incorrect if outputs differ), geomeans."""
+    """Time variants against a baseline: per config time, speedup, verdict (faster, slower,
+    within_noise by 95% intervals; incorrect if outputs differ)."""
     with tool_errors():
         if run_id is not None:
             run = await load(ctx, run_id)
@@ -158,14 +166,14 @@ async def compare_variants(
                 **o.fields("setup", "warmup", "rtol", "atol", "cache_control"),
                 **o.fields("clock_control", "timeout_s"),
             )
-            run = await run_profile(request, ctx)
+            run = await run_profile(request, ctx, method)
         s = compare.compare_summary(run, baseline=baseline, offset=offset, limit=limit)
         return result(s, text.render_compare(s))
 
 
 async def roofline_metrics(
     ctx: Context,
-    source: Annotated[str | None, Field(description="Kernel source (as profile_kernel)")] = None,
+    source: Annotated[str | None, Field(description="As profile_kernel")] = None,
     configs: Annotated[Grid | None, Field(description="Configs")] = None,
     language: Annotated[Language, Field()] = "triton",
     entry: Annotated[str, Field()] = "run",
@@ -175,8 +183,8 @@ async def roofline_metrics(
     limit: Annotated[int, Field(ge=1, le=200)] = 20,
     options: OptionsArg = None,
 ) -> Annotated[CallToolResult, roofline.RooflineSummary]:
-    """Roofline per kernel and config: FLOP/s by precision, DRAM bandwidth, intensity vs this
-    GPU's peaks, % of roofline, bound. From source, a run_id or any .ncu-rep."""
+    """Roofline per kernel and config: FLOP/s by precision, DRAM bandwidth, intensity vs
+    peaks, % of roofline, bound. From source, a run_id or a .ncu-rep."""
     with tool_errors():
         run: RunResult | None = None
         if report_path is not None:
@@ -213,7 +221,7 @@ async def roofline_metrics(
 
 async def diagnose_kernel(
     ctx: Context,
-    source: Annotated[str | None, Field(description="Kernel source (as profile_kernel)")] = None,
+    source: Annotated[str | None, Field(description="As profile_kernel")] = None,
     configs: Annotated[Grid | None, Field(description="Configs")] = None,
     language: Annotated[Language, Field()] = "triton",
     entry: Annotated[str, Field()] = "run",

@@ -1,0 +1,86 @@
+"""The counter-free path of a request: pre-flight and interleaved CUDA-event timing on a warm
+worker, kept as a run like an ncu run (same folder, same RunResult, same views).
+
+No ncu process starts: the worker (engine/worker.py) already has torch, the CUDA context and
+compiled kernels, so a call costs the work itself. The rows are the engine's processed columns
+plus ``Method`` (cuda_events, or perf_counter on a CPU-only machine).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from nsight_agent.engine import preflight_run, timing
+from nsight_agent.engine.harness import render
+from nsight_agent.engine.harness.runtime import default_device
+from nsight_agent.engine.run_status import run_record
+from nsight_agent.engine.runs import (
+    OutputCheck,
+    RunResult,
+    artifact_paths,
+    default_runs_root,
+    new_run_dir,
+    save_result,
+    write_request,
+)
+from nsight_agent.engine.worker import TimeJob, WorkerPool, warm_preflight
+from nsight_agent.errors import RunCancelledError
+from nsight_agent.request import ProfileRequest
+
+CUDA_CACHE = ".cuda-cache"
+
+
+def time_request(
+    request: ProfileRequest,
+    pool: WorkerPool,
+    *,
+    runs_root: Path | None = None,
+    device: str | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Pre-flight on the warm worker, then time every (variant, config) interleaved."""
+    start = time.monotonic()
+    root = Path(runs_root or default_runs_root())
+    where = device or default_device()
+    run_id, run_dir = new_run_dir(root)
+    with run_record(run_dir, run_id) as record:
+        record.stage("render")
+        write_request(run_dir, request)
+        render.write_run_files(request, run_dir, root / CUDA_CACHE)
+        record.stage("pre-flight")
+        pre = warm_preflight(pool, run_dir, request, where)
+        preflight_run.raise_if_broken(pre)
+        if cancel is not None and cancel.is_set():
+            raise RunCancelledError("The run was cancelled before timing started.")
+        record.stage("timing")
+        options: dict[str, float] = {
+            "min_runs": max(request.runs, 5),
+            "warmup_min": max(request.warmup, 1),
+        }
+        options |= {k: v for k, v in (("rtol", request.rtol), ("atol", request.atol)) if v}
+        result = pool.run(
+            where, TimeJob(str(run_dir), where.split(":")[0], options), request.timeout_s
+        )
+        assert isinstance(result, timing.TimingResult)
+        checks = [OutputCheck(**c) for c in result.checks] or pre.checks
+        variants = [v.name for v in request.effective_variants()]
+        out = RunResult(
+            run_id=run_id,
+            run_dir=run_dir,
+            request=request,
+            processed=result.frame(),
+            raw=result.frame().iloc[0:0],
+            checks=checks,
+            kernels={v: [] for v in variants},
+            warnings=[*result.notes, f"measured by {result.method} (no ncu, no counters)"],
+            artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
+            seconds=time.monotonic() - start,
+            preflight=pre,
+            extra={"method": result.method, "order": result.order[:64]},
+        )
+        record.stage("save")
+        save_result(out)
+        record.passed()
+    return out
