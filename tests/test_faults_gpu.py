@@ -25,17 +25,16 @@ def setup(n, device="cuda"):
     return (torch.ones(n, device=device),)
 """
 
-# Spins for ever: the loop's exit condition never becomes true on the GPU.
+# Spins for ever: it waits for x[0] to drop to zero, which never happens.
 HANGS = (
     HEADER
     + """
 @triton.jit
 def spin(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    v = tl.load(x_ptr + offs, mask=offs < n)
-    while tl.sum(v) > 0:
-        v = v * 1.0
-    tl.store(x_ptr + offs, v, mask=offs < n)
+    # A volatile load each turn: the compiler cannot drop the loop, and x stays 1.
+    v = tl.load(x_ptr, volatile=True)
+    while v > 0:
+        v = tl.load(x_ptr, volatile=True)
 
 
 def run(x):
