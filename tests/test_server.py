@@ -298,7 +298,7 @@ async def test_compare_variants_from_a_run(sweep: Any, server: MCPServer, run: R
             await client.call_tool("compare_variants", {"run_id": run.run_id, "baseline": base}),
             tools["compare_variants"].output_schema,
         )
-    assert data["baseline"] == base and "confidence intervals" in data["rule"]
+    assert data["baseline"] == base and "95% CIs" in data["rule"]
     assert data["configs"][2]["variants"][cand]["verdict"] == "incorrect"
     assert data["overall"][cand]["verdict"] == "incorrect"
 

@@ -125,7 +125,7 @@ def test_compare_verdicts_follow_the_stated_rule(sweep: Any, tmp_path: Path) -> 
     run = sweep.run(tmp_path)
     cand, base = sweep.variants()
     s = compare.compare_summary(run, baseline=base)
-    assert s.baseline == base and "confidence intervals" in s.rule
+    assert s.baseline == base and "95% CIs" in s.rule
     frame = run.processed.set_index(["Annotation", "n"])
     for c in s.configs:
         n = c.config["n"]
@@ -182,3 +182,18 @@ def test_sig_and_page_helpers() -> None:
     assert common.page(3, 0, 10, "f({offset})").truncated is None
     with pytest.raises(InvalidRequestError):
         common.page(3, -1, 10, "f({offset})")
+
+
+def test_a_wrong_variant_is_one_warning_not_one_per_config(sweep: Any, tmp_path: Path) -> None:
+    run = sweep.run(tmp_path)
+    run.warnings = [
+        f"variant 'bad' is WRONG for config #{i} {{'n': {n}}}: out differs; no speedup is claimed"
+        for i, n in enumerate((4096, 65536, 1048576))
+    ] + ["something else"]
+    out = runs.run_warnings(run, run.processed)
+    wrong = [w for w in out if "WRONG" in w]
+    assert wrong == [
+        "variant 'bad' is WRONG at config #0, #1, #2 (the configs' check text says how); "
+        "no speedup is claimed for it"
+    ]
+    assert "something else" in out

@@ -27,10 +27,9 @@ from nsight_agent.views.runs import (
 Verdict = Literal["baseline", "faster", "slower", "within_noise", "incorrect", "no_data"]
 
 VERDICT_RULE = (
-    "speedup = baseline mean time / variant mean time. 'faster' (or 'slower') when the 95% "
-    "confidence intervals of the two mean times (mean ± 1.96·std/√n) do not overlap; "
-    "'within_noise' when they overlap or a side has fewer than 2 runs; 'incorrect' when the "
-    "variant's output check failed, whatever its time; 'no_data' when it was not measured."
+    "speedup = baseline mean time / variant mean time; faster or slower when the 95% CIs "
+    "(mean ± 1.96·std/√n) do not overlap, else within_noise (also with n < 2); incorrect when "
+    "the output check failed, whatever the time; no_data when not measured"
 )
 
 

@@ -3,6 +3,7 @@ or processed rows, paged."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -148,8 +149,11 @@ def checks_by(run: RunLike) -> dict[tuple[str, int], Any]:
 
 
 def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
-    """The pipeline's warnings plus what the numbers show: instability, combined kernels, clocks."""
-    out = list(run.warnings)
+    """The pipeline's warnings plus what the numbers show: instability, combined kernels, clocks.
+
+    A wrong variant is said once, with the configs it failed (each config's entry keeps its own
+    check text), not once per config."""
+    out = _one_line_per_wrong_variant(list(run.warnings))
     unstable = frame[~frame["StableMeasurement"].astype(bool)] if len(frame) else frame
     if len(unstable):
         worst = unstable["RelativeStdDevPct"].max()
@@ -173,6 +177,32 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             "compare variants within one run."
         )
     return list(dict.fromkeys(out))
+
+
+_WRONG = re.compile(r"^variant '(?P<name>[^']+)' is WRONG for config #(?P<index>\d+)")
+
+
+def _one_line_per_wrong_variant(warnings: list[str]) -> list[str]:
+    wrong: dict[str, list[str]] = {}
+    out: list[str] = []
+    for w in warnings:
+        m = _WRONG.match(w)
+        if m is None:
+            out.append(w)
+            continue
+        if m["name"] not in wrong:
+            out.append(m["name"])  # a placeholder, filled below in first-seen order
+            wrong[m["name"]] = []
+        wrong[m["name"]].append(m["index"])
+    return [
+        (
+            f"variant {w!r} is WRONG at config #{', #'.join(wrong[w])} (the configs' check "
+            "text says how); no speedup is claimed for it"
+        )
+        if w in wrong
+        else w
+        for w in out
+    ]
 
 
 def artifact_names(run: RunLike) -> list[str] | None:
