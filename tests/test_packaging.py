@@ -89,3 +89,19 @@ def test_wheel_ships_templates_and_skills(tmp_path: Path) -> None:
         assert Path(seen[key]).is_relative_to(site.resolve()), (key, seen[key])
     assert seen["skills"] == sorted(p.parent.name for p in (ROOT / "skills").glob("*/SKILL.md"))
     assert seen["preflight_ok"] is True and seen["checks_ok"] == [True, True]
+
+
+def test_every_package_is_listed_for_the_wheel() -> None:
+    """A package folder missing from pyproject's list is missing from the wheel (the CLI was
+    once): compare the folders with an __init__.py against the list."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(
+        tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(p.parent.relative_to(root).parts)
+        for p in (root / "nsight_agent").rglob("__init__.py")
+    }
+    assert found <= listed, sorted(found - listed)

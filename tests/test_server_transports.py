@@ -10,8 +10,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
 H200_REPORT = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
@@ -59,30 +61,36 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
+def _serve_http(
+    tmp_path: Path, port: int, *extra: str, token: str | None = None
+) -> subprocess.Popen[bytes]:
+    env = _env(tmp_path)
+    env.pop("NSIGHT_AGENT_TOKEN", None)
+    if token is not None:
+        env["NSIGHT_AGENT_TOKEN"] = token
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - the child keeps it
+    return subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "nsight_agent",
-            "serve",
-            "--transport",
-            "streamable-http",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--runs-root",
-            str(tmp_path / "runs"),
+            *(sys.executable, "-m", "nsight_agent", "serve", "--transport", "streamable-http"),
+            *("--port", str(port), "--runs-root", str(tmp_path / "runs"), *extra),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        env=_env(tmp_path),
+        env=env,
         cwd=tmp_path,
+    )
+
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+@pytest.fixture(params=[None, TOKEN], ids=["no-token", "token"])
+def http_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    port = _free_port()
+    token = request.param
+    proc = _serve_http(
+        tmp_path, port, "--host", "127.0.0.1", "--allow-dir", str(H200_REPORT.parent), token=token
     )
     try:
         deadline = time.monotonic() + 60
@@ -104,9 +112,66 @@ def http_server(tmp_path: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-        log.close()
 
 
-async def test_streamable_http(http_server: str) -> None:
-    async with Client(http_server, read_timeout_seconds=60) as client:
+def _client(url: str, token: str | None) -> Client:
+    if token is None:
+        return Client(url, read_timeout_seconds=60)
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(url, http_client=http), read_timeout_seconds=60)
+
+
+async def test_streamable_http(http_server: str, request: pytest.FixtureRequest) -> None:
+    token = request.node.callspec.params["http_server"]
+    async with _client(http_server, token) as client:
         await _exercise(client)
+        # Over HTTP, reports are read only from the runs folder and --allow-dir folders, and
+        # the refusal does not say whether the path exists.
+        for path in ("/etc/passwd", "/no/such/file.ncu-rep", str(ROOT / "README.md")):
+            refused = await client.call_tool("summarize_report", {"path": path})
+            assert refused.is_error and "--allow-dir" in _text(refused)
+
+
+def _text(result: object) -> str:
+    content = getattr(result, "content", [])
+    return "\n".join(c.text for c in content if isinstance(c, TextContent))
+
+
+async def test_http_checks_token_host_and_origin(
+    http_server: str, request: pytest.FixtureRequest
+) -> None:
+    token = request.node.callspec.params["http_server"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        if token is not None:
+            missing = await http.post(http_server, json=body, headers=accept)
+            wrong = await http.post(
+                http_server, json=body, headers={**accept, "Authorization": "Bearer nope"}
+            )
+            assert missing.status_code == 401 and wrong.status_code == 401
+        evil_host = await http.post(
+            http_server, json=body, headers={**accept, **auth, "Host": "evil.example"}
+        )
+        assert evil_host.status_code == 421
+        evil_origin = await http.post(
+            http_server, json=body, headers={**accept, **auth, "Origin": "http://evil.example"}
+        )
+        assert evil_origin.status_code == 403
+        huge = await http.post(
+            http_server,
+            content=b'{"jsonrpc": "2.0", "id": 2, "method": "ping", "x": "'
+            + b"a" * (9 << 20)
+            + b'"}',
+            headers={**accept, **auth},
+        )
+        assert huge.status_code == 413
+
+
+def test_no_public_bind_without_a_token(tmp_path: Path) -> None:
+    proc = _serve_http(tmp_path, _free_port(), "--host", "0.0.0.0")
+    assert proc.wait(timeout=60) == 2
+    log = (tmp_path / "server.log").read_text()
+    assert "Refusing to serve on 0.0.0.0 without authentication" in log
+    assert "NSIGHT_AGENT_TOKEN" in log

@@ -165,6 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="where profiling jobs run: this machine's GPUs, or a Ray cluster",
     )
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start a local one)")
+    p.add_argument(
+        "--token-file", help="HTTP: file holding the bearer token (else $NSIGHT_AGENT_TOKEN)"
+    )
+    p.add_argument(
+        "--allow-dir", action="append", default=[], help="HTTP: a folder reports may be read from"
+    )
+    p.add_argument("--allow-host", action="append", default=[], help="HTTP: an allowed Host")
+    p.add_argument("--allow-origin", action="append", default=[], help="HTTP: an allowed Origin")
     p.set_defaults(func=commands.cmd_serve)
 
     p = add("demo", help="a real MCP client session against `nsight-agent serve`")

@@ -273,6 +273,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         runs_root=Path(args.runs_root) if args.runs_root else None,
         executor=args.executor,
         ray_address=args.ray_address,
+        token_file=Path(args.token_file) if args.token_file else None,
+        allow_dirs=tuple(Path(d) for d in args.allow_dir),
+        allowed_hosts=tuple(args.allow_host),
+        allowed_origins=tuple(args.allow_origin),
     )
     return 0
 

@@ -18,9 +18,10 @@ from mcp.types import ToolAnnotations
 
 from nsight_agent import __version__, service
 from nsight_agent.engine import process
+from nsight_agent.engine import runs as runs_store
 from nsight_agent.engine.executor import Executor, LocalExecutor
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
-from nsight_agent.server import schemas, tools_info, tools_profile, tools_runs
+from nsight_agent.server import http, schemas, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
 from nsight_agent.views.common import ARTIFACT_URI
 
@@ -85,6 +86,7 @@ def build_server(
     *,
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
+    report_folders: tuple[Path, ...] | None = None,
 ) -> MCPServer[ServerState]:
     """A server whose runs live under ``runs_root`` (default: the cache folder) and whose
     profiling jobs run on ``executor``: this machine's GPUs (one job each, the rest queued)
@@ -95,7 +97,7 @@ def build_server(
         instructions=INSTRUCTIONS,
         version=__version__,
         log_level="INFO",
-        lifespan=lifespan_for(runs_root, executor_factory(executor, ray_address)),
+        lifespan=lifespan_for(runs_root, executor_factory(executor, ray_address), report_folders),
     )
     for fn, hints, description in TOOLS:
         mcp.add_tool(fn, annotations=hints, description=description)
@@ -142,10 +144,17 @@ def serve(
     runs_root: Path | None = None,
     executor: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
+    *,
+    token_file: Path | None = None,
+    allow_dirs: tuple[Path, ...] = (),
+    allowed_hosts: tuple[str, ...] = (),
+    allowed_origins: tuple[str, ...] = (),
 ) -> None:
-    """Run the server; logs go to stderr (on stdio, stdout is the wire)."""
-    server = build_server(runs_root, executor=executor, ray_address=ray_address)
+    """Run the server; logs go to stderr (on stdio, stdout is the wire). Over HTTP: loopback
+    unless a token is set, Host/Origin checked, bodies capped, reports read only from the runs
+    folder and ``allow_dirs`` (docs/SECURITY.md)."""
     if transport == "stdio":
+        server = build_server(runs_root, executor=executor, ray_address=ray_address)
         # Every child dies with the server: stdin closed (the client went away), SIGTERM,
         # SIGINT or SIGHUP kill them all (engine.process), then the process ends even if a
         # worker thread is still unwinding. Orphans of an earlier, killed server go first.
@@ -154,5 +163,20 @@ def serve(
             server.run()
         process.kill_all()
         os._exit(0)
-    else:
-        server.run(transport="streamable-http", host=host, port=port)
+    token = http.read_token(token_file)
+    http.check_exposure(host, token)  # before anything starts
+    folders = (Path(runs_root or runs_store.default_runs_root()), *allow_dirs)
+    server = build_server(
+        runs_root, executor=executor, ray_address=ray_address, report_folders=folders
+    )
+    app = http.http_app(
+        server,
+        host=host,
+        port=port,
+        token=token,
+        hosts=allowed_hosts,
+        origins=allowed_origins,
+    )
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info")

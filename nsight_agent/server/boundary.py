@@ -29,8 +29,9 @@ from nsight_agent import service
 from nsight_agent.engine.executor import Executor, LocalExecutor
 from nsight_agent.engine.pipeline import Progress, RunResult
 from nsight_agent.engine.worker import WorkerPool
-from nsight_agent.errors import NsightAgentError
+from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.request import ProfileRequest, validation_text
+from nsight_agent.server import http
 from nsight_agent.views.common import dump
 
 T = TypeVar("T")
@@ -44,22 +45,45 @@ class ServerState:
     runs_root: Path | None
     executor: Executor | None = None
     workers: WorkerPool | None = None
+    # Over HTTP, the folders reports may be read from (None: any path, as on stdio).
+    report_folders: tuple[Path, ...] | None = None
 
 
 def lifespan_for(
-    runs_root: Path | None, make_executor: Callable[[], Executor] | None = None
+    runs_root: Path | None,
+    make_executor: Callable[[], Executor] | None = None,
+    report_folders: tuple[Path, ...] | None = None,
 ) -> Callable[[MCPServer[ServerState]], contextlib.AbstractAsyncContextManager[ServerState]]:
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
         executor = make_executor() if make_executor is not None else LocalExecutor()
         workers = WorkerPool()  # a worker starts on the first timing call, not here
         try:
-            yield ServerState(runs_root=runs_root, executor=executor, workers=workers)
+            yield ServerState(
+                runs_root=runs_root,
+                executor=executor,
+                workers=workers,
+                report_folders=report_folders,
+            )
         finally:
             await anyio.to_thread.run_sync(workers.close)
             await anyio.to_thread.run_sync(executor.close)
 
     return lifespan
+
+
+def report_path(ctx: Context, path: str) -> Path:
+    """A report path the client may read: anywhere on stdio; over HTTP only under the runs
+    folder and the folders allowed at start (the answer never says whether a path exists)."""
+    folders = state(ctx).report_folders
+    if folders is not None and not http.allowed(Path(path), folders):
+        raise InvalidRequestError(
+            "Over HTTP this server reads reports only from its runs folder and the folders "
+            "given with --allow-dir.",
+            "Profile through the server (its runs are readable by run_id), or restart it with "
+            "--allow-dir FOLDER.",
+        )
+    return Path(path)
 
 
 def state(ctx: Context) -> ServerState:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
@@ -12,7 +13,7 @@ from nsight_agent.catalog import skills
 from nsight_agent.catalog.metrics import MetricInfo
 from nsight_agent.catalog.skills import SkillBundle
 from nsight_agent.engine import device
-from nsight_agent.server.boundary import result, thread, tool_errors
+from nsight_agent.server.boundary import report_path, result, thread, tool_errors
 from nsight_agent.views import report, text
 
 
@@ -40,6 +41,7 @@ class SkillList(BaseModel):
 
 
 async def summarize_report(
+    ctx: Context,
     path: Annotated[str, Field(description="A .ncu-rep on the server's machine")],
     offset: Annotated[int, Field(ge=0, description="First kernel (action) shown")] = 0,
     limit: Annotated[int, Field(ge=1, le=50, description="Longest kernels shown in full")] = 2,
@@ -51,9 +53,10 @@ async def summarize_report(
     """Digest of any .ncu-rep (no GPU needed): per kernel NVTX ranges, duration, speed of
     light, roofline, bound, ncu's findings."""
     with tool_errors():
+        where = report_path(ctx, path)
         s = await thread(
             lambda: report.summarize_report(
-                path, offset=offset, limit=limit, findings=findings, metrics=metrics or ()
+                where, offset=offset, limit=limit, findings=findings, metrics=metrics or ()
             )
         )
         return result(s, text.render_report(s))

@@ -6,7 +6,6 @@ worker thread, progress, cancellation) and returns a compact view model.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
@@ -32,6 +31,7 @@ from nsight_agent.server.boundary import (
     thread,
     tool_errors,
 )
+from nsight_agent.server.boundary import report_path as boundary_report_path
 from nsight_agent.views import compare, roofline, text
 from nsight_agent.views import runs as run_views
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
@@ -188,7 +188,7 @@ async def roofline_metrics(
     with tool_errors():
         run: RunResult | None = None
         if report_path is not None:
-            report = Path(report_path)
+            report = boundary_report_path(ctx, report_path)
         elif run_id is not None:
             run = await load(ctx, run_id)
             report = service.report_of(run)
@@ -242,9 +242,8 @@ async def diagnose_kernel(
     with tool_errors():
         hints: dict[str, Any] = {"ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes}
         if report_path is not None:
-            d = await thread(
-                lambda: diagnose_report(Path(report_path), offset=offset, limit=limit, **hints)
-            )
+            report = boundary_report_path(ctx, report_path)
+            d = await thread(lambda: diagnose_report(report, offset=offset, limit=limit, **hints))
         elif run_id is not None:
             root = state(ctx).runs_root
             d = await thread(
