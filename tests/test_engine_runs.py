@@ -90,3 +90,15 @@ def test_only_run_folders_are_listed(tmp_path: Path) -> None:
     (tmp_path / "file.txt").write_text("x")
     listed = service.list_runs(tmp_path)
     assert listed["runs"] == [run_id] and listed["status"] == {run_id: "running"}
+
+
+def test_the_runs_folder_follows_the_cache_convention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nsight_agent.engine.runs import default_runs_root
+
+    monkeypatch.delenv("NSIGHT_AGENT_RUNS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_runs_root() == tmp_path / "xdg" / "nsight-agent" / "runs"
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "mine"))
+    assert default_runs_root() == tmp_path / "mine"

@@ -102,7 +102,18 @@ class RunResult:
 
 
 def default_runs_root() -> Path:
-    return Path(os.environ.get("NSIGHT_AGENT_RUNS") or Path.home() / ".cache/nsight-agent/runs")
+    """``NSIGHT_AGENT_RUNS``, else the user's cache folder (``XDG_CACHE_HOME`` on Linux,
+    through platformdirs where it is installed) + ``nsight-agent/runs``."""
+    if os.environ.get("NSIGHT_AGENT_RUNS"):
+        return Path(os.environ["NSIGHT_AGENT_RUNS"])
+    try:
+        import platformdirs
+
+        cache = Path(platformdirs.user_cache_dir("nsight-agent", appauthor=False))
+    except ImportError:  # a bare environment (e.g. a GPU image): the XDG rule itself
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        cache = Path(base) / "nsight-agent"
+    return cache / "runs"
 
 
 def check_run_id(run_id: str) -> str:
