@@ -105,3 +105,21 @@ def test_every_package_is_listed_for_the_wheel() -> None:
         for p in (root / "nsight_agent").rglob("__init__.py")
     }
     assert found <= listed, sorted(found - listed)
+
+
+def test_the_server_and_the_cli_start_without_torch() -> None:
+    """`pip install nsight-agent` has no torch: the server, the CLI and the report readers must
+    import without it (only running a kernel needs it, and then says how to install it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
+        "import nsight_agent.server.app, nsight_agent.service, nsight_agent.cli\n"
+        "import nsight_agent.views.diagnosis, nsight_agent.engine.timed_run\n"
+        "print('ok')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
