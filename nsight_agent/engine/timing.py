@@ -124,6 +124,9 @@ def summarize(samples: Sequence[float], ci_target_pct: float) -> dict[str, Any]:
 # --- the timer -------------------------------------------------------------------------------
 
 
+SPIN_CAP_CYCLES = 10_000_000  # 5 ms at 2 GHz
+
+
 class Timer:
     """Times one call: CUDA events (L2 flushed first) on "cuda", perf_counter_ns on "cpu"."""
 
@@ -146,9 +149,16 @@ class Timer:
                 torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
             )
             self.name = torch.cuda.get_device_name()
+        # GPU cycles to spin before the start event (see measure); grown from the calls seen.
+        self.spin_cycles = 0
 
     def measure(self, entry: Callable[..., Any], inputs: Any) -> tuple[Any, float]:
-        """(output, nanoseconds) of one call; everything it launched has finished."""
+        """(output, nanoseconds) of one call; everything it launched has finished.
+
+        On CUDA the events time the GPU's work only if the work is queued before the GPU
+        reaches the start event: otherwise the time Python takes to launch it (tens of us for
+        a Triton kernel) is counted as idle GPU time. So a short spin kernel, longer than the
+        launch took last time, goes in front of the start event (as a padding, untimed)."""
         if not self.cuda:
             start = time.perf_counter_ns()
             out = runtime.call(entry, inputs)
@@ -157,11 +167,18 @@ class Timer:
 
         if self.flush is not None:
             self.flush.zero_()
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if self.spin_cycles and sleep is not None:
+            sleep(self.spin_cycles)
         begin, end = self.events
         begin.record()
+        launch = time.perf_counter_ns()
         out = runtime.call(entry, inputs)
+        launch = time.perf_counter_ns() - launch
         end.record()
         torch.cuda.synchronize()
+        # Twice the launch time at up to 2 GHz (a slower clock only spins longer), at most 5 ms.
+        self.spin_cycles = min(max(self.spin_cycles, 2 * launch * 2), SPIN_CAP_CYCLES)
         return out, float(begin.elapsed_time(end)) * 1e6
 
 
