@@ -198,6 +198,10 @@ async def test_device_info_says_what_is_unknown(server: MCPServer) -> None:
     assert data["packages"]["mcp"]
     if not data["gpus"]:
         assert data["can_profile"] is False and data["unknown"]
+    # The pool the server's jobs run on: one slot per GPU (one "cpu" slot without any).
+    pool = data["pool"]
+    assert pool["executor"] == "local" and pool["running"] == 0 and pool["queued"] == 0
+    assert len(pool["slots"]) == max(1, len(data["gpus"]))
 
 
 async def test_bad_metric_name_is_refused_with_suggestions(server: MCPServer) -> None:

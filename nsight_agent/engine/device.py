@@ -84,6 +84,9 @@ class DeviceInfo(BaseModel):
     packages: dict[str, str] = Field(description="Installed versions, or 'not installed'")
     unknown: list[str] = Field(description="What could not be determined here, and why")
     can_profile: bool = Field(description="A GPU and ncu are present (counters permitting)")
+    pool: dict[str, Any] | None = Field(
+        default=None, description="Where jobs run: slots or nodes, GPUs, jobs running/queued"
+    )
 
 
 def package_versions() -> dict[str, str]:

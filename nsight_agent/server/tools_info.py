@@ -13,7 +13,7 @@ from nsight_agent.catalog import skills
 from nsight_agent.catalog.metrics import MetricInfo
 from nsight_agent.catalog.skills import SkillBundle
 from nsight_agent.engine import device
-from nsight_agent.server.boundary import report_path, result, thread, tool_errors
+from nsight_agent.server.boundary import report_path, result, state, thread, tool_errors
 from nsight_agent.views import report, text
 
 
@@ -109,6 +109,7 @@ async def get_skill(
 
 
 async def device_info(
+    ctx: Context,
     probe_counters: Annotated[
         bool,
         Field(description="Profile one tiny kernel to confirm counter access (slow)"),
@@ -117,4 +118,10 @@ async def device_info(
     """Can this machine profile? GPU, driver, ncu, counter permission, SMs, clocks, peaks."""
     with tool_errors():
         info = await thread(lambda: device.device_info(probe=probe_counters))
-        return result(info, device.render(info))
+        executor = state(ctx).executor
+        if executor is not None:
+            info.pool = await thread(executor.pool_info)
+        text = device.render(info)
+        if info.pool is not None:
+            text += f"\npool ({info.pool.get('executor', 'local')}): {info.pool}"
+        return result(info, text)
