@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nsight_agent.views.common import Page
 from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary
@@ -39,6 +40,14 @@ def readable(value: float | None, unit: str | None = None) -> str:
 _fmt = readable
 
 
+def _closing(lines: list[str], warnings: list[str] | None, page: Page) -> str:
+    """The end every answer's text shares: its warnings, then how to get the rest."""
+    lines = [*lines, *(f"warning: {w}" for w in warnings or [])]
+    if page.truncated:
+        lines.append(page.truncated)
+    return "\n".join(lines)
+
+
 def _cfg(config: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in config.items()) or "()"
 
@@ -69,9 +78,7 @@ def render_report(s: ReportSummary) -> str:
     for o in s.others or []:
         share = f" {o.share_pct:.3g}%" if o.share_pct is not None else ""
         lines.append(f"[{o.index}] {o.kernel}  {_fmt(o.duration_ns, 'ns')}{share}")
-    if s.page.truncated:
-        lines.append(s.page.truncated)
-    return "\n".join(lines)
+    return _closing(lines, None, s.page)
 
 
 def render_profile(s: ProfileSummary) -> str:
@@ -85,10 +92,7 @@ def render_profile(s: ProfileSummary) -> str:
                 f"{who}{_cfg(r.config)}  {metric} = {_fmt(st.avg, s.units.get(metric))} "
                 f"± {_fmt(st.std, s.units.get(metric))} (n={st.n}, rsd {_fmt(st.rsd_pct)}%){flag}{ok}"
             )
-    lines += [f"warning: {w}" for w in s.warnings or []]
-    if s.page.truncated:
-        lines.append(s.page.truncated)
-    return "\n".join(lines)
+    return _closing(lines, s.warnings, s.page)
 
 
 def render_compare(s: CompareSummary) -> str:
@@ -103,10 +107,7 @@ def render_compare(s: CompareSummary) -> str:
         if o.verdict != "baseline":
             lines.append(f"{name}: geomean x{_fmt(o.geomean_speedup)} -> {o.verdict}")
     lines.append(f"rule: {s.rule}")
-    lines += [f"warning: {w}" for w in s.warnings or []]
-    if s.page.truncated:
-        lines.append(s.page.truncated)
-    return "\n".join(lines)
+    return _closing(lines, s.warnings, s.page)
 
 
 def render_roofline(s: RooflineSummary) -> str:
@@ -124,10 +125,7 @@ def render_roofline(s: RooflineSummary) -> str:
             f"{_fmt(rf.dram_bytes_per_s, 'B/s')} ({_fmt(rf.dram_pct_of_peak)}% of peak), AI "
             f"{_fmt(rf.arithmetic_intensity)} FLOP/B, {_fmt(rf.pct_of_roofline)}% of roofline"
         )
-    lines += [f"warning: {w}" for w in s.warnings or []]
-    if s.page.truncated:
-        lines.append(s.page.truncated)
-    return "\n".join(lines)
+    return _closing(lines, s.warnings, s.page)
 
 
 def render_table(s: ProfileSummary) -> str:
@@ -181,6 +179,4 @@ def render_diagnosis(d: ReportDiagnosis) -> str:
     for o in d.others or []:
         share = f"{o.share_pct:.3g}%" if o.share_pct is not None else "-"
         lines.append(f"{o.kernel[:60]} ({share}): {o.headline}")
-    if d.page.truncated:
-        lines.append(d.page.truncated)
-    return "\n".join(lines)
+    return _closing(lines, None, d.page)
