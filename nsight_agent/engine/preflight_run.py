@@ -28,7 +28,6 @@ def run_preflight(
     env = {"NSIGHT_AGENT_PREFLIGHT": "1"}
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on CPU tensors in the interpreter
-    files = {n: run_dir / f"{PREFLIGHT_PREFIX}{n}" for n in ("manifest.json", "error.json")}
     output = run_dir / f"{PREFLIGHT_PREFIX}output.log"
     argv = [ncu.python_executable(), "harness.py", "--preflight", "--device", device]
     argv += ["--prefix", PREFLIGHT_PREFIX]
@@ -47,25 +46,39 @@ def run_preflight(
             f"The pre-flight ran past its {request.timeout_s:g} s limit and was killed.",
             f"A kernel or the setup may hang; its output so far is in {output}.",
         ) from None
-    manifest = read_manifest(files["manifest.json"]) or {}
-    checks = [OutputCheck(**c) for c in manifest.get("checks", [])]
+    return result_from_files(run_dir, request, device, done.returncode, done.seconds)
+
+
+def result_from_files(
+    run_dir: Path,
+    request: ProfileRequest,
+    device: str,
+    returncode: int,
+    seconds: float,
+    notes: tuple[str, ...] = (),
+) -> PreflightResult:
+    """What a pre-flight left in ``run_dir`` (manifest, error file, output) as its result,
+    however the harness was run (a new interpreter here, a warm worker in engine/worker.py);
+    the result is also written next to them."""
+    manifest = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json") or {}
     result = PreflightResult(
         ok=True,
         device=device,
-        seconds=done.seconds,
-        checks=checks,
+        seconds=seconds,
+        checks=[OutputCheck(**c) for c in manifest.get("checks", [])],
         kernels_per_call=_kernels_per_call(manifest),
-        notes=manifest.get("notes", []),
+        notes=[*manifest.get("notes", []), *notes],
         cuda_build=manifest.get("cuda_build"),
     )
-    if done.returncode != 0:
-        tail = output.read_text(errors="replace")[-4000:]
-        err = source_error(files["error.json"], tail, done.returncode)
+    if returncode != 0:
+        output = run_dir / f"{PREFLIGHT_PREFIX}output.log"
+        tail = output.read_text(errors="replace")[-4000:] if output.exists() else ""
+        err = source_error(run_dir / f"{PREFLIGHT_PREFIX}error.json", tail, returncode)
         result.ok, result.stage, result.line = False, err.stage, err.line
         result.errors.append(err.message)
     else:
-        runs = min(request.runs, 2)
-        early = early_exit(read_manifest(files["manifest.json"]), request, runs, 0)
+        found = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
+        early = early_exit(found, request, min(request.runs, 2), 0)
         if early is not None:
             result.ok, result.stage = False, early.stage
             result.errors.append(early.message)

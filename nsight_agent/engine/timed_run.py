@@ -16,6 +16,7 @@ from typing import Any
 from nsight_agent.engine import preflight_run
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.runtime import default_device
+from nsight_agent.engine.pipeline import CUDA_CACHE
 from nsight_agent.engine.run_status import run_record
 from nsight_agent.engine.runs import (
     OutputCheck,
@@ -29,8 +30,6 @@ from nsight_agent.engine.runs import (
 from nsight_agent.engine.worker import TimeJob, WorkerPool, warm_preflight
 from nsight_agent.errors import RunCancelledError
 from nsight_agent.request import ProfileRequest
-
-CUDA_CACHE = ".cuda-cache"
 
 
 def time_request(

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import ncu, preflight_run, process, shipping
-from nsight_agent.engine.runs import OutputCheck, PreflightResult
+from nsight_agent.engine.runs import PreflightResult
 from nsight_agent.engine.worker_main import (
     DEVICE_ENV,
     PARENT_ENV,
@@ -344,37 +344,7 @@ def warm_preflight(
             f"The pre-flight ran past its {request.timeout_s:g} s limit and was killed.",
             f"A kernel or the setup may hang; its output so far is in {output}.",
         ) from None
-    return _preflight_result(run_dir, request, device, returncode, time.monotonic() - start)
-
-
-def _preflight_result(
-    run_dir: Path, request: ProfileRequest, device: str | int, returncode: int, seconds: float
-) -> PreflightResult:
-    # Mirrors the tail of preflight_run.run_preflight (files -> PreflightResult).
-    prefix = preflight_run.PREFLIGHT_PREFIX
-    manifest = preflight_run.read_manifest(run_dir / f"{prefix}manifest.json") or {}
-    result = PreflightResult(
-        ok=True,
-        device="cpu" if normalize_device(device) == "cpu" else "cuda",
-        seconds=seconds,
-        checks=[OutputCheck(**c) for c in manifest.get("checks", [])],
-        kernels_per_call=preflight_run._kernels_per_call(manifest),
-        notes=[*manifest.get("notes", []), "pre-flight run on a warm worker"],
-        cuda_build=manifest.get("cuda_build"),
-    )
-    if returncode != 0:
-        output = run_dir / f"{prefix}output.log"
-        tail = output.read_text(errors="replace")[-4000:] if output.exists() else ""
-        err = preflight_run.source_error(run_dir / f"{prefix}error.json", tail, returncode)
-        result.ok, result.stage, result.line = False, err.stage, err.line
-        result.errors.append(err.message)
-    else:
-        found = preflight_run.read_manifest(run_dir / f"{prefix}manifest.json")
-        early = preflight_run.early_exit(found, request, min(request.runs, 2), 0)
-        if early is not None:
-            result.ok, result.stage = False, early.stage
-            result.errors.append(early.message)
-        else:
-            preflight_run._add_check_errors(result, manifest)
-    (run_dir / f"{prefix}result.json").write_text(result.model_dump_json(indent=1))
-    return result
+    inner = "cpu" if normalize_device(device) == "cpu" else "cuda"
+    seconds = time.monotonic() - start
+    note = ("pre-flight run on a warm worker",)
+    return preflight_run.result_from_files(run_dir, request, inner, returncode, seconds, note)
