@@ -64,13 +64,15 @@ class annotate:
         with CALL_STATE.lock:
             if CALL_STATE.active is not None:
                 raise ValueError(
-                    f"annotate({self.name!r}) is nested inside annotate({CALL_STATE.active!r}); "
-                    "annotations cannot be nested. Close the outer one first, or merge them."
+                    f"Nested annotations are not supported: annotate({self.name!r}) is opened "
+                    f"inside annotate({CALL_STATE.active!r}). Close the outer one first, or merge "
+                    "them."
                 )
             if self.name in CALL_STATE.used:
                 raise ValueError(
-                    f"annotate({self.name!r}) is used twice in one run of the profiled function; "
-                    "each annotation name may appear once per run. Give each range its own name."
+                    f"Annotation name {self.name!r} has already been used in this run of the "
+                    "profiled function; each name may appear once per run. Give each range its "
+                    "own name."
                 )
             CALL_STATE.active = self.name
             CALL_STATE.used.add(self.name)

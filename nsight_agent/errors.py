@@ -70,8 +70,10 @@ class ExtractionError(NsightAgentError):
     """The report could not be turned into rows (missing, unreadable or inconsistent)."""
 
 
-class MultipleKernelsError(ExtractionError):
-    """An annotation launched several kernels and no way to combine them was given."""
+class MultipleKernelsError(ExtractionError, RuntimeError):
+    """An annotation launched several kernels and no way to combine them was given.
+
+    Also a ``RuntimeError``, the class nsight-python raises for the same case."""
 
 
 class KernelCountMismatchError(ExtractionError):

@@ -36,7 +36,7 @@ def fresh_call() -> None:
 def test_annotate_nested_is_refused() -> None:
     with (
         nsight_agent.annotate("outer"),
-        pytest.raises(ValueError, match="nested"),
+        pytest.raises(ValueError, match="Nested annotations are not supported"),
         nsight_agent.annotate("inner"),
     ):
         pass
@@ -45,7 +45,10 @@ def test_annotate_nested_is_refused() -> None:
 def test_annotate_name_twice_in_one_run_is_refused() -> None:
     with nsight_agent.annotate("a"):
         pass
-    with pytest.raises(ValueError, match="used twice"), nsight_agent.annotate("a"):
+    with (
+        pytest.raises(ValueError, match="Annotation name 'a' has already been used"),
+        nsight_agent.annotate("a"),
+    ):
         pass
     CALL_STATE.reset()  # a new run may use the name again
     with nsight_agent.annotate("a"):
@@ -80,7 +83,7 @@ def test_annotate_from_another_thread_sees_the_same_state() -> None:
         t = threading.Thread(target=other)
         t.start()
         t.join()
-    assert errors and "nested" in str(errors[0])
+    assert errors and "Nested annotations" in str(errors[0])
 
 
 def test_annotate_rejects_empty_name() -> None:
@@ -382,3 +385,55 @@ def test_plot_metric_choice_uses_nsight_pythons_messages() -> None:
     with pytest.raises(ValueError, match=r"Metric 'c' not found in the profile results\."):
         compat.check_plot_metric(["a", "b"], "c")
     compat.check_plot_metric(["a"], None)
+
+
+GPU_NOTEBOOK_CELLS = [
+    """\
+import torch
+import nsight_agent as nsight
+scale = 3.0  # a global of the notebook, read by the profiled function
+""",
+    """\
+def make(offset):
+    @nsight.analyze.kernel(configs=[(1 << 20,), (1 << 24,)], runs=3)
+    def scaled_in_a_cell(n):
+        x = torch.randn(n, device="cuda")
+        with nsight.annotate("scale"):
+            y = x * scale + offset
+    return scaled_in_a_cell
+
+df = make(1.0)().to_dataframe()
+print("ROWS", len(df), "KERNELS", sorted(set(df["Kernel"])))
+print("AVG", [float(v) for v in df["AvgValue"]])
+""",
+    """\
+@nsight.analyze.kernel(configs=[(5,)], verbosity=nsight.VerbosityLevel.SILENT)
+def fails_on_the_gpu(n):
+    x = torch.ones(n, device="cuda")
+    raise ValueError(f"cell failure {n} on {x.device.type}")
+
+try:
+    fails_on_the_gpu()
+except nsight.exceptions.ProfilerException as err:
+    print("PROFILED-ERROR", err)
+""",
+]
+
+
+@pytest.mark.gpu
+def test_a_notebook_cell_function_profiles_on_the_gpu(tmp_path: Path) -> None:
+    """A Jupyter kernel, headless: a nested function over notebook globals, under real ncu."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in GPU_NOTEBOOK_CELLS])
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute(cwd=str(tmp_path))
+    texts = [
+        "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+        for cell in nb.cells
+    ]
+    assert "[nsight-agent] profiling scaled_in_a_cell: 2 config(s)" in texts[1]
+    assert "ROWS 2 KERNELS" in texts[1]
+    averages = [float(v) for v in texts[1].split("AVG [", 1)[1].split("]", 1)[0].split(",")]
+    assert len(averages) == 2 and 0 < averages[0] < averages[1]  # 16x the data takes longer
+    assert "ValueError: cell failure 5 on cuda" in texts[2]
+    assert 'raise ValueError(f"cell failure {n} on {x.device.type}")' in texts[2]

@@ -273,7 +273,8 @@ def _combine(name: str, kernels: list[ActionRecord], combine: Combine | None) ->
     if combine is None:
         names = "\n".join(f"  - {k}" for k in dict.fromkeys(r.kernel for r in kernels))
         raise MultipleKernelsError(
-            f"Annotation {name!r} launched {len(kernels)} kernels in one run; one is expected:\n{names}",
+            f"More than one kernel launched within the {name} annotation: {len(kernels)} kernels "
+            f"in one run, one is expected:\n{names}",
             "Pass combine_kernel_metrics=lambda a, b: a + b (e.g. to sum times), add helper "
             "kernels to ignore_kernel_list, or use replay_mode='range' to profile the range as one.",
         )
