@@ -22,6 +22,7 @@ from nsight_agent.engine import ncu, pinning, pipeline, ray_executor, ray_node
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.pipeline import CancelledError, Progress
 from nsight_agent.engine.runs import RunResult
+from nsight_agent.engine.worker import WorkerPool
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import ProfileRequest
 
@@ -168,6 +169,32 @@ def test_a_real_preflight_job_runs_in_a_slot(tmp_path: Path) -> None:
         pre = pool.run(ex.Job(request(), tmp_path, mode="preflight"))
     assert isinstance(pre, pipeline.PreflightResult) and pre.ok, pre
     assert (tmp_path / str(pre.run_id) / "preflight-manifest.json").is_file()
+
+
+def test_with_workers_a_profile_jobs_preflight_runs_on_the_slots_warm_worker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only the ncu process starts cold: the pre-flight runs on one worker, reused by the next
+    job, and a broken source is still rejected (by that worker) before ncu."""
+    seen: list[pipeline.PreflightResult] = []
+
+    def under_ncu(req: ProfileRequest, run_dir: Path, run_id: str, pre: Any, *a: Any) -> Any:
+        seen.append(pre)
+        empty = pd.DataFrame()
+        return RunResult(run_id, run_dir, req, empty, empty, [], {}, [], {}, 0.0)
+
+    monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/bin/true"))
+    monkeypatch.setattr(pipeline, "_profile_under_ncu", under_ncu)
+    with WorkerPool() as workers, ex.LocalExecutor(["cpu"], workers=workers) as pool:
+        pool.profile(request(), runs_root=tmp_path)
+        first = workers.get("cpu").pid
+        pool.profile(request(), runs_root=tmp_path)
+        assert workers.get("cpu").pid == first is not None
+        with pytest.raises(SourceError, match="SyntaxError"):
+            pool.profile(request(SOURCE + "\ndef broken(:\n"), runs_root=tmp_path)
+        assert workers.get("cpu").pid == first
+    assert len(seen) == 2 and all(p.ok for p in seen)
+    assert all(p.warm for p in seen)
 
 
 def test_close_cancels_the_queued_jobs() -> None:

@@ -3,6 +3,7 @@ verdicts, the exact error of each broken source, and stopping before ncu is ever
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -419,3 +420,59 @@ def test_post_ncu_half_of_the_pipeline_on_a_recorded_report(
     assert run.processed["OutputOK"].all()  # both variants' outputs matched on the CPU
     again = pipeline.load_run(run.run_id, runs_root=tmp_path / "runs")
     assert again.processed["AvgValue"].tolist() == pytest.approx(run.processed["AvgValue"].tolist())
+
+
+GAMING = """
+import torch
+
+def setup(n, device):
+    return (torch.randn(n, device=device),)
+
+def honest(x):
+    return x * 2
+
+_memo = {}
+
+def memoised(x):  # memoised by shape, as the softmax variant seen on the H200
+    if x.shape not in _memo:
+        _memo[x.shape] = x * 2
+    return _memo[x.shape]
+
+_last = []
+
+def stale(x):  # hands back the previous call's result
+    _last.append(x * 2)
+    return _last.pop(0) if len(_last) > 1 else _last[0]
+"""
+
+
+def test_memoised_and_stale_variants_fail_the_per_run_checks_of_the_real_harness(
+    tmp_path: Path,
+) -> None:
+    """Every measured run gets inputs of a new seed and is checked against the baseline, so a
+    result cached by shape or from the previous call is called wrong, never timed as faster."""
+    req = request(
+        GAMING,
+        variants=[
+            Variant(name="honest", entry="honest"),
+            Variant(name="memo", entry="memoised"),
+            Variant(name="stale", entry="stale"),
+        ],
+        configs={"n": [1000, 4000]},
+    )
+    result = preflight(req, tmp_path)
+    assert result.stage == "check" and not result.ok
+    failing = {(c.variant, c.config_index): c for c in result.checks if not c.ok}
+    assert {v for v, _ in failing} == {"memo", "stale"}
+    for key in [("memo", 0), ("memo", 1), ("stale", 0)]:  # right on the first call, not later
+        assert failing[key].reason == "mismatch", failing[key]
+        assert failing[key].message.startswith("run 0, on new inputs"), failing[key]
+    assert failing[("stale", 1)].reason == "shape"  # config 0's output handed back
+    honest = [c for c in result.checks if c.variant == "honest"]
+    assert honest and all(c.ok for c in honest)
+    manifest = json.loads((tmp_path / str(result.run_id) / "preflight-manifest.json").read_text())
+    order = [(c["config"], c["run"], c["variant"]) for c in manifest["calls"]]
+    assert order[:6] == [
+        (0, 0, "honest"), (0, 0, "memo"), (0, 0, "stale"),
+        (0, 1, "stale"), (0, 1, "memo"), (0, 1, "honest"),
+    ]  # fmt: skip

@@ -97,10 +97,15 @@ def _text(result: CallToolResult) -> str:
 
 
 def left_behind() -> dict[int, str]:
-    """Live processes carrying this test process's marker (children of any of its calls)."""
+    """Live processes carrying this test process's marker (children of any of its calls),
+    except the servers' warm workers, which live as long as their server."""
     deadline = time.monotonic() + 5
     while True:
-        found = process.marked_processes(process.owner_prefix())
+        found = {
+            pid: marker
+            for pid, marker in process.marked_processes(process.owner_prefix()).items()
+            if "-worker-" not in marker
+        }
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
@@ -571,6 +576,36 @@ async def test_cancel_during_the_preflight_is_as_fast(runs: Path, no_ncu: None) 
         assert not (await client.call_tool("list_skills", {})).is_error
     (status,) = [json.loads((d / "status.json").read_text()) for d in runs.iterdir()]
     assert status["status"] == "cancelled" and status["stage"] == "pre-flight"
+
+
+async def test_cancel_during_a_warm_preflight_kills_the_worker(
+    runs: Path, stand_in_ncu: Path
+) -> None:
+    """With ncu present the pre-flight runs on the server's warm worker: a cancel kills that
+    worker at once, the run is recorded cancelled, and the next call gets a new worker."""
+    source = GOOD.replace("return x * 2", "import time\n    time.sleep(300)")
+    async with Client(build_server(runs)) as client:
+        with anyio.move_on_after(10):
+            await client.call_tool(
+                "profile_kernel", {"source": source, "configs": [{"n": 8}], "language": "torch"}
+            )
+        deadline = time.monotonic() + 3
+        while process.marked_processes(process.owner_prefix()) and time.monotonic() < deadline:
+            await anyio.sleep(0.1)
+        assert not process.marked_processes(process.owner_prefix())  # the worker too
+        after = await client.call_tool(
+            "profile_kernel",
+            {"source": GOOD + "\ndef oops(:\n", "configs": [{"n": 8}], "language": "torch"},
+        )
+        assert after.is_error and "import failed" in _text(after)
+    statuses = sorted(
+        (json.loads((d / "status.json").read_text()) for d in runs.iterdir()),
+        key=lambda s: s["status"],
+    )
+    assert [(s["status"], s["stage"]) for s in statuses] == [
+        ("cancelled", "pre-flight"),
+        ("failed", "pre-flight: import"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

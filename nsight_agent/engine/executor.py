@@ -39,6 +39,7 @@ from typing import Any, Literal, Union
 from nsight_agent.engine import pinning, pipeline
 from nsight_agent.engine.pipeline import CancelledError, Progress
 from nsight_agent.engine.runs import PreflightResult, RunResult
+from nsight_agent.engine.worker import WorkerPool, warm_preflight
 from nsight_agent.request import ProfileRequest
 
 JobMode = Literal["profile", "preflight"]
@@ -74,14 +75,18 @@ def run_job(
     runs_root: Path | None = None,
     cancel: threading.Event | None = None,
     on_progress: Progress | None = None,
+    preflight: pipeline.PreflightFn | None = None,
 ) -> JobResult:
     """Run one job here, in this process and thread (what every executor ends up calling).
 
-    ``runs_root`` overrides the job's own (a Ray node profiles into a scratch root)."""
+    ``runs_root`` overrides the job's own (a Ray node profiles into a scratch root);
+    ``preflight`` runs a profile job's pre-flight elsewhere (a warm worker)."""
     root = runs_root or job.runs_root
     if job.mode == "preflight":
         return pipeline.preflight(job.request, runs_root=root, cancel=cancel)
-    return pipeline.profile(job.request, runs_root=root, on_progress=on_progress, cancel=cancel)
+    return pipeline.profile(
+        job.request, runs_root=root, on_progress=on_progress, cancel=cancel, preflight=preflight
+    )
 
 
 # What a LocalExecutor calls for each job, in the slot's thread with the slot's pin set.
@@ -256,15 +261,22 @@ class LocalExecutor(Executor):
     """One job per GPU of this machine at a time; the others queue (first come, first served).
 
     ``slots``: the devices to use (default ``local_slots()``); ``job_function``: what runs a
-    job in a slot (default ``run_job``; tests pass a stand-in)."""
+    job in a slot (default ``run_job``; tests pass a stand-in); ``workers``: warm workers that
+    run each profile job's pre-flight on the slot's GPU, so only the ncu process starts cold.
+    """
 
     name = "local"
 
     def __init__(
-        self, slots: list[str] | None = None, *, job_function: JobFunction | None = None
+        self,
+        slots: list[str] | None = None,
+        *,
+        job_function: JobFunction | None = None,
+        workers: WorkerPool | None = None,
     ) -> None:
         self._devices = list(slots) if slots is not None else None
-        self._function = job_function or _run_job
+        self._workers = workers
+        self._function = job_function or (_run_job if workers is None else self._run_job_warm)
         self._queue: collections.deque[_Queued] = collections.deque()
         self._cond = threading.Condition()
         self._slots: list[_Slot] = []
@@ -327,6 +339,28 @@ class LocalExecutor(Executor):
             q.handle.future.set_exception(CancelledError("The executor was closed."))
 
     # --- inside -------------------------------------------------------------------------------
+
+    def _run_job_warm(
+        self, job: Job, cancel: threading.Event | None, on_progress: Progress | None
+    ) -> JobResult:
+        """``run_job`` with the pre-flight on the warm worker of this thread's slot."""
+        assert self._workers is not None
+        pool, device = self._workers, self._worker_device(pinning.current_device())
+
+        def warm(run_dir: Path, request: ProfileRequest, _device: str) -> PreflightResult:
+            return warm_preflight(pool, run_dir, request, device, cancel)
+
+        return run_job(job, cancel=cancel, on_progress=on_progress, preflight=warm)
+
+    def _worker_device(self, slot: str | None) -> str:
+        """The worker pool's name for a slot: the slot's position, as ``cuda:N`` ("cpu" stays).
+
+        Slots are this process's CUDA_VISIBLE_DEVICES entries (maybe UUIDs) in order, and the
+        worker maps position N back to entry N."""
+        devices = [s.device for s in self._slots]
+        if slot is None or slot == "cpu" or slot not in devices:
+            return "cpu" if slot == "cpu" or not devices else "cuda:0"
+        return f"cuda:{devices.index(slot)}"
 
     def _start_slots(self) -> None:
         """Create the slot threads on first use (counting GPUs may import NVML or torch)."""

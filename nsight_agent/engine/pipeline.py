@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from nsight_agent.engine import measure, ncu, preflight_run
+from nsight_agent.engine.extract import ActionRecord
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.preflight_run import raise_if_broken
@@ -42,6 +43,9 @@ from nsight_agent.errors import (
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 
 Progress = Callable[[int, int, str], None]
+# Runs the pre-flight of a rendered run folder on a device (cold: a new process; the server
+# passes a warm worker's, which skips the interpreter and torch start-up).
+PreflightFn = Callable[[Path, ProfileRequest, str], PreflightResult]
 
 # Check failures that make the outputs incomparable: profiling such a variant is pointless.
 CUDA_CACHE = ".cuda-cache"
@@ -86,8 +90,11 @@ def profile(
     runs_root: Path | None = None,
     on_progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    preflight: PreflightFn | None = None,
 ) -> RunResult:
-    """Pre-flight, then profile every (variant, config, run) under ncu in one process."""
+    """Pre-flight, then profile every (variant, config, run) under ncu in one process.
+
+    ``preflight`` replaces the cold pre-flight process (``worker.warm_preflight``)."""
     start = time.monotonic()
     root = runs_root or default_runs_root()
     ncu.find_ncu()  # fail before any work when ncu is missing
@@ -101,8 +108,11 @@ def profile(
 
         record.stage("pre-flight")
         say(0, total, "pre-flight: running the harness once without the profiler")
-        poll = _poller(cancel, None, None, 0)
-        pre = preflight_run.run_preflight(run_dir, request, _default_device(), poll=poll)
+        if preflight is not None:
+            pre = preflight(run_dir, request, _default_device())
+        else:
+            poll = _poller(cancel, None, None, 0)
+            pre = preflight_run.run_preflight(run_dir, request, _default_device(), poll=poll)
         raise_if_broken(pre)
 
         record.stage("ncu")
@@ -179,6 +189,7 @@ def _profile_under_ncu(
         v: list(dict.fromkeys(r.kernel for r in measured.records if r.annotation == v))
         for v in variants
     }
+    most = most_kernels_per_run(measured.records, variants, request.ignore_kernels)
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
     processed = _with_ok_column(measured.processed, request, checks)
     manifest["kernels"] = kernels
@@ -191,7 +202,7 @@ def _profile_under_ncu(
         raw=measured.raw,
         checks=checks,
         kernels=kernels,
-        warnings=_warnings(request, checks, kernels, pre),
+        warnings=_warnings(request, checks, kernels, most, pre),
         artifacts={k: p for k, p in artifacts.items() if p.exists()},
         seconds=done.seconds,
         cuda_build=pre.cuda_build,
@@ -201,6 +212,21 @@ def _profile_under_ncu(
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+def most_kernels_per_run(
+    records: list[ActionRecord], variants: list[str], ignore: list[str]
+) -> dict[str, int]:
+    """Per variant, the most distinct kernels one call launched. Counted call by call: one
+    config may launch another kernel than the next (a library picks an algorithm per size)
+    without launching two per run."""
+    per_call: dict[tuple[str, int], set[str]] = {}
+    for r in records:
+        if r.annotation in variants and r.call is not None and r.kernel not in ignore:
+            per_call.setdefault((r.annotation, r.call), set()).add(r.kernel)
+    return {
+        v: max((len(k) for (a, _), k in per_call.items() if a == v), default=0) for v in variants
+    }
 
 
 def _ended_early(manifest: Path, request: ProfileRequest) -> SourceError | None:
@@ -255,6 +281,7 @@ def _warnings(
     request: ProfileRequest,
     checks: list[OutputCheck],
     kernels: dict[str, list[str]],
+    most_per_run: dict[str, int],
     pre: PreflightResult,
 ) -> list[str]:
     out = [
@@ -265,9 +292,10 @@ def _warnings(
     ]
     for variant, names in kernels.items():
         kept = [n for n in names if n not in request.ignore_kernels]
-        if len(kept) > 1 and request.combine_kernels == "sum":
+        most = most_per_run.get(variant, 0)
+        if most > 1 and request.combine_kernels == "sum":
             out.append(
-                f"variant {variant!r} launches {len(kept)} kernels per run ({', '.join(kept)}); "
+                f"variant {variant!r} launches up to {most} kernels per run ({', '.join(kept)}); "
                 "their metrics are summed. Name helpers in ignore_kernels to drop them."
             )
     out += pre.notes
@@ -277,6 +305,7 @@ def _warnings(
 __all__ = [
     "CancelledError",
     "OutputCheck",
+    "PreflightFn",
     "PreflightResult",
     "RunResult",
     "default_runs_root",

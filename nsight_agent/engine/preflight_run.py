@@ -55,7 +55,7 @@ def result_from_files(
     device: str,
     returncode: int,
     seconds: float,
-    notes: tuple[str, ...] = (),
+    warm: bool = False,
 ) -> PreflightResult:
     """What a pre-flight left in ``run_dir`` (manifest, error file, output) as its result,
     however the harness was run (a new interpreter here, a warm worker in engine/worker.py);
@@ -67,7 +67,8 @@ def result_from_files(
         seconds=seconds,
         checks=[OutputCheck(**c) for c in manifest.get("checks", [])],
         kernels_per_call=_kernels_per_call(manifest),
-        notes=[*manifest.get("notes", []), *notes],
+        notes=list(manifest.get("notes", [])),
+        warm=warm,
         cuda_build=manifest.get("cuda_build"),
     )
     if returncode != 0:

@@ -72,6 +72,7 @@ class PreflightResult(BaseModel):
     notes: list[str] = []
     cuda_build: dict[str, Any] | None = None
     run_id: str | None = None  # set by preflight(): its files are in <runs_root>/<run_id>/
+    warm: bool = False  # run on a warm worker (no new interpreter), not in a new process
 
 
 @dataclass

@@ -50,7 +50,7 @@ def time_request(
         write_request(run_dir, request)
         render.write_run_files(request, run_dir, root / CUDA_CACHE)
         record.stage("pre-flight")
-        pre = warm_preflight(pool, run_dir, request, where)
+        pre = warm_preflight(pool, run_dir, request, where, cancel)
         preflight_run.raise_if_broken(pre)
         if cancel is not None and cancel.is_set():
             raise RunCancelledError("The run was cancelled before timing started.")
@@ -61,7 +61,7 @@ def time_request(
         }
         options |= {k: v for k, v in (("rtol", request.rtol), ("atol", request.atol)) if v}
         result: Any = pool.run(
-            where, TimeJob(str(run_dir), where.split(":")[0], options), request.timeout_s
+            where, TimeJob(str(run_dir), where.split(":")[0], options), request.timeout_s, cancel
         )
         # A timing.TimingResult (that module imports torch: not imported here, so the server
         # and the CLI start where torch is not installed).

@@ -49,7 +49,7 @@ from nsight_agent.engine.worker_main import (
     TimeJob,
     send,
 )
-from nsight_agent.errors import CollectionTimeoutError, NsightAgentError
+from nsight_agent.errors import CollectionTimeoutError, NsightAgentError, RunCancelledError
 from nsight_agent.request import ProfileRequest
 
 START_TIMEOUT = 180.0
@@ -187,8 +187,11 @@ class Worker:
             raise WorkerCrashed(f"the worker failed to start: {ready.get('error')}", 1, "")
         self.info = ready
 
-    def run(self, job: Job, timeout: float) -> Any:
-        """Run ``job``; return its value or raise JobError / WorkerCrashed / WorkerTimeout."""
+    def run(self, job: Job, timeout: float, cancel: threading.Event | None = None) -> Any:
+        """Run ``job``; return its value or raise JobError / WorkerCrashed / WorkerTimeout.
+
+        ``cancel`` set while the job runs kills the worker (the next job starts a new one)
+        and raises ``RunCancelledError``."""
         with self._lock:
             self._start(START_TIMEOUT)
             assert self._proc is not None and self._proc.stdin is not None
@@ -197,8 +200,8 @@ class Worker:
             except (BrokenPipeError, OSError):
                 raise self._crashed("the worker died before the job was sent") from None
             try:
-                reply = self._receive(time.monotonic() + timeout, timeout)
-            except WorkerTimeout:
+                reply = self._receive(time.monotonic() + timeout, timeout, cancel)
+            except (WorkerTimeout, RunCancelledError):
                 self._kill()
                 raise
             self.jobs_done += 1
@@ -247,23 +250,32 @@ class Worker:
         died = f"killed by signal {-code}" if code is not None and code < 0 else f"status {code}"
         return WorkerCrashed(f"{what} ({died})", code, tail)
 
-    def _receive(self, deadline: float, limit: float) -> dict[str, Any]:
+    def _receive(
+        self, deadline: float, limit: float, cancel: threading.Event | None = None
+    ) -> dict[str, Any]:
         assert self._proc is not None and self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
-        head = self._read(fd, _HEADER, deadline, limit)
-        body = self._read(fd, int.from_bytes(head, "big"), deadline, limit)
+        head = self._read(fd, _HEADER, deadline, limit, cancel)
+        body = self._read(fd, int.from_bytes(head, "big"), deadline, limit, cancel)
         reply = pickle.loads(body)
         if not isinstance(reply, dict):
             raise self._crashed("the worker sent a malformed reply")
         return reply
 
-    def _read(self, fd: int, size: int, deadline: float, limit: float) -> bytes:
+    def _read(
+        self, fd: int, size: int, deadline: float, limit: float, cancel: threading.Event | None
+    ) -> bytes:
         chunks: list[bytes] = []
         while size:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WorkerTimeout(limit)
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if cancel is not None and cancel.is_set():
+                raise RunCancelledError(
+                    "The run was cancelled; the warm worker running it was killed (the next "
+                    "call starts a new one)."
+                )
+            ready, _, _ = select.select([fd], [], [], min(left, 0.2))
             if not ready:
                 continue
             chunk = os.read(fd, min(size, 1 << 20))
@@ -291,8 +303,10 @@ class WorkerPool:
                 worker = self._workers[key] = Worker(key, env=self._env)
         return worker
 
-    def run(self, device: str | int, job: Job, timeout: float) -> Any:
-        return self.get(device).run(job, timeout)
+    def run(
+        self, device: str | int, job: Job, timeout: float, cancel: threading.Event | None = None
+    ) -> Any:
+        return self.get(device).run(job, timeout, cancel)
 
     def close(self) -> None:
         with self._lock:
@@ -320,7 +334,11 @@ def _close_all() -> None:
 
 
 def warm_preflight(
-    pool: WorkerPool, run_dir: Path, request: ProfileRequest, device: str | int
+    pool: WorkerPool,
+    run_dir: Path,
+    request: ProfileRequest,
+    device: str | int,
+    cancel: threading.Event | None = None,
 ) -> PreflightResult:
     """``preflight_run.run_preflight`` on a warm worker: same files, same result, no new
     interpreter. A worker that dies in the job is reported as the cold path reports a
@@ -331,7 +349,7 @@ def warm_preflight(
     job = PreflightJob(str(run_dir), worker.inner_device, prefix, str(output))
     start = time.monotonic()
     try:
-        value = worker.run(job, request.timeout_s)
+        value = worker.run(job, request.timeout_s, cancel)
         returncode = int(value["returncode"])
     except WorkerCrashed as err:
         returncode = err.returncode if err.returncode is not None else -1
@@ -346,5 +364,4 @@ def warm_preflight(
         ) from None
     inner = "cpu" if normalize_device(device) == "cpu" else "cuda"
     seconds = time.monotonic() - start
-    note = ("pre-flight run on a warm worker",)
-    return preflight_run.result_from_files(run_dir, request, inner, returncode, seconds, note)
+    return preflight_run.result_from_files(run_dir, request, inner, returncode, seconds, warm=True)

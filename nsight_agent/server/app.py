@@ -20,6 +20,7 @@ from nsight_agent import __version__, service
 from nsight_agent.engine import process
 from nsight_agent.engine import runs as runs_store
 from nsight_agent.engine.executor import Executor, LocalExecutor
+from nsight_agent.engine.worker import WorkerPool
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
 from nsight_agent.server import http, schemas, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
@@ -68,13 +69,14 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
 
 def executor_factory(
     kind: Literal["local", "ray"], ray_address: str | None
-) -> Callable[[], Executor]:
-    """Made when the server starts (Ray is imported only when asked for)."""
+) -> Callable[[WorkerPool], Executor]:
+    """Made when the server starts (Ray is imported only when asked for). A local executor
+    runs the pre-flights on the server's warm workers; Ray's nodes run their own."""
     if kind == "ray":
         from nsight_agent.engine.ray_executor import RayExecutor
 
-        return lambda: RayExecutor(ray_address)
-    return LocalExecutor
+        return lambda workers: RayExecutor(ray_address)
+    return lambda workers: LocalExecutor(workers=workers)
 
 
 def kernel_contract() -> str:

@@ -51,13 +51,16 @@ class ServerState:
 
 def lifespan_for(
     runs_root: Path | None,
-    make_executor: Callable[[], Executor] | None = None,
+    make_executor: Callable[[WorkerPool], Executor] | None = None,
     report_folders: tuple[Path, ...] | None = None,
 ) -> Callable[[MCPServer[ServerState]], contextlib.AbstractAsyncContextManager[ServerState]]:
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        executor = make_executor() if make_executor is not None else LocalExecutor()
-        workers = WorkerPool()  # a worker starts on the first timing call, not here
+        workers = WorkerPool()  # a worker starts on the first call that needs it, not here
+        if make_executor is not None:
+            executor = make_executor(workers)
+        else:
+            executor = LocalExecutor(workers=workers)
         try:
             yield ServerState(
                 runs_root=runs_root,
