@@ -7,9 +7,10 @@ Shows:
   tensors are made before the range opens, so only the matmul kernel is profiled.
 - The default metric, ``gpu__time_duration.sum`` (kernel duration in nanoseconds).
 
-Calling ``matmul`` starts one child process under Nsight Compute (``ncu``), which imports
-this file again and runs the function there. That is why every call sits under
-``if __name__ == "__main__":`` and the profiled function is defined at module level.
+Calling ``matmul`` starts one child process under Nsight Compute (``ncu``) and sends the
+function there by value (with what it uses), so it could as well be defined inside another
+function or in a notebook cell; this file is not re-run there. The ``__main__`` guard is
+good style for a script, not a requirement.
 
 Run (needs an NVIDIA GPU, PyTorch with CUDA and ``ncu`` on the PATH)::
 

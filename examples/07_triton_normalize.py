@@ -6,8 +6,8 @@ by the torch annotation's ``AvgValue`` for the same config, so the plot reads di
 "time relative to PyTorch" (below 1: Triton is faster).
 
 Shows:
-- Profiling a ``@triton.jit`` kernel defined at module level (the profiled process imports
-  this file, so the kernel must be importable, not defined inside ``main``).
+- Profiling a ``@triton.jit`` kernel defined at module level, as Triton code usually is (the
+  profiled function and the kernel it calls travel to the profiled process with it).
 - ``normalize_against="torch"``; the torch rows become 1.0 and ``NormalizationValue`` keeps
   the torch time that was divided by.
 - ``variant_fields=["block_size"]`` with ``variant_annotations=["triton"]``: one line per

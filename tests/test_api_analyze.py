@@ -399,7 +399,7 @@ def make(offset):
     def scaled_in_a_cell(n):
         x = torch.randn(n, device="cuda")
         with nsight.annotate("scale"):
-            y = x * scale + offset
+            y = x * (scale + offset)  # one kernel; a global and a closure cell
     return scaled_in_a_cell
 
 df = make(1.0)().to_dataframe()

@@ -226,14 +226,15 @@ def test_triton_harness_runs_in_the_interpreter_and_writes_a_manifest(tmp_path: 
     assert manifest["variants"] == ["torch", "triton"]
     assert manifest["configs"] == [{"n": 1000}, {"n": 3000}]
     assert [(c["call"], c["config"], c["run"], c["annotations"]) for c in manifest["calls"]] == [
+        # variants interleaved run by run, the order reversed every other run
         (0, 0, 0, ["torch"]),
-        (1, 0, 1, ["torch"]),
-        (2, 0, 0, ["triton"]),
-        (3, 0, 1, ["triton"]),
+        (1, 0, 0, ["triton"]),
+        (2, 0, 1, ["triton"]),
+        (3, 0, 1, ["torch"]),
         (4, 1, 0, ["torch"]),
-        (5, 1, 1, ["torch"]),
-        (6, 1, 0, ["triton"]),
-        (7, 1, 1, ["triton"]),
+        (5, 1, 0, ["triton"]),
+        (6, 1, 1, ["triton"]),
+        (7, 1, 1, ["torch"]),
     ]
     assert [(c["variant"], c["config_index"], c["ok"]) for c in manifest["checks"]] == [
         ("torch", 0, True),

@@ -363,6 +363,7 @@ def fake_profile(
         runs_root: Path | None = None,
         on_progress: Callable[[int, int, str], None] | None = None,
         cancel: threading.Event | None = None,
+        preflight: Any = None,  # the server's warm pre-flight: this stand-in runs none
     ) -> RunResult:
         seen["cancel"] = cancel
         total = 3
