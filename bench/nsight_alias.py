@@ -1,0 +1,37 @@
+"""A temporary ``nsight`` package that only re-exports nsight-agent's names, so code written for
+nsight-python (its test suite, its examples) runs unchanged against our engine.
+
+Used by scripts/run-nsight-python-suite and bench/fast_loop.py; never installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ALIAS = {
+    "__init__.py": (
+        "from nsight_agent import analyze, annotate, exceptions, VerbosityLevel\n"
+        "from nsight_agent import col_panel, row_panel\n"
+        "from nsight_agent import annotation\n"
+        "from nsight import utils\n"
+        "__all__ = ['analyze', 'annotate', 'VerbosityLevel']\n"
+    ),
+    "exceptions.py": "from nsight_agent.exceptions import *  # noqa: F403\n",
+    "utils.py": (
+        "from nsight_agent.api.compat import VerbosityLevel, col_panel, row_panel\n"
+        "try:\n"
+        "    import cuda.core  # noqa: F401\n"
+        "    CUDA_CORE_AVAILABLE = True\n"
+        "except ImportError:\n"
+        "    CUDA_CORE_AVAILABLE = False\n"
+    ),
+}
+
+
+def write_alias(folder: Path) -> Path:
+    """Write the ``nsight`` alias package into ``folder`` (put ``folder`` first on the path)."""
+    package = folder / "nsight"
+    package.mkdir(parents=True, exist_ok=True)
+    for name, text in ALIAS.items():
+        (package / name).write_text(text)
+    return folder
