@@ -6,6 +6,7 @@ reported), a pool with no free GPU. ``pytest -m ray`` runs only these; without R
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -110,10 +111,12 @@ def test_two_jobs_run_at_once_each_on_its_own_gpu_and_land_in_the_runs_root(
     results = [h.result(90) for h in handles]
     wall = time.monotonic() - t0
     seen = []
-    for pre in results:
+    for handle, pre in zip(handles, results):
         assert isinstance(pre, PreflightResult) and pre.ok, pre
         run = load_run(str(pre.run_id), runs_root=tmp_path)  # the server's store reads it
         assert run.status == "passed" and run.run_dir.parent == tmp_path
+        where = json.loads((run.run_dir / "where.json").read_text())  # which GPU ran it
+        assert where["gpu"] == handle.where["gpu"] and where["ended"] >= where["started"]
         seen.append(log_values(tmp_path, pre))
     assert {s["VISIBLE"] for s in seen} == {"0", "1"}, seen
     (a, b) = [(float(s["START"]), float(s["END"])) for s in seen]

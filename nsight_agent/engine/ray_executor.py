@@ -28,6 +28,7 @@ is never turned off here: the token comes from ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TO
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import socket
 import threading
@@ -39,7 +40,7 @@ from typing import Any
 from nsight_agent.engine import ncu, ray_node
 from nsight_agent.engine.executor import Executor, Job, JobHandle, JobResult, local_slots
 from nsight_agent.engine.pipeline import CancelledError, Progress
-from nsight_agent.engine.runs import PreflightResult, default_runs_root, load_run
+from nsight_agent.engine.runs import PreflightResult, check_run_id, default_runs_root, load_run
 from nsight_agent.errors import NcuNotFoundError, NsightAgentError
 
 RESOURCE = "nsight_agent_ncu"
@@ -334,6 +335,7 @@ class RayExecutor(Executor):
 
     def _land(self, out: dict[str, Any], job: Job, root: Path) -> JobResult:
         ray_node.unpack(out["tar"], root)
+        _write_where(out, root)
         if not out["ok"]:
             payload = out["error"]
             err = ray_node.rebuild_error(payload, out["scratch"], root)
@@ -382,6 +384,23 @@ def _local_resources(resource: str) -> dict[str, float]:
         return {}
     gpus = [s for s in local_slots() if s != "cpu"]
     return {resource: float(len(gpus))} if gpus else {}
+
+
+def _write_where(out: dict[str, Any], root: Path) -> None:
+    """``where.json`` in the landed run folder, passed or failed: the run store keeps which
+    node and GPU (the Ray task's ``CUDA_VISIBLE_DEVICES``) ran the job, which the run folder
+    alone does not say once it has left the node (benchmarks and post-mortems read it)."""
+    run_id = out.get("run_id")
+    if not isinstance(run_id, str):
+        return
+    try:
+        check_run_id(run_id)  # the id comes from the node: no path outside the runs root
+    except NsightAgentError:
+        return
+    folder = root / run_id
+    if folder.is_dir():
+        where = {k: out.get(k) for k in ("node", "gpu", "pid", "started", "ended")}
+        (folder / "where.json").write_text(json.dumps(where, indent=1))
 
 
 def _note_start(handle: JobHandle, state: dict[str, Any]) -> None:
