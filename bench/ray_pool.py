@@ -1,0 +1,267 @@
+"""The Ray executor on two GPUs (issue 14): two jobs at once take about the time of one.
+
+A real MCP client over stdio against ``nsight-agent serve --executor ray`` with no
+``--ray-address``, so the server starts a local Ray cluster over this machine's GPUs (one
+``nsight_agent_ncu`` unit per GPU). In one session:
+
+1. ``device_info`` once: the pool (nodes, GPUs, the ncu resource).
+2. A warm-up ``profile_kernel`` (the first job pays the Ray worker's start), timed.
+3. ``--rounds`` rounds, alternating which goes first: ONE ``profile_kernel`` alone, then TWO at
+   once (the same arguments, two sources that differ by a constant, so the jobs are
+   independent), the wall clock of the pair. Each run's ``where.json`` (written by the executor
+   when the run folder lands) says which GPU ran it; ``load_run`` gives each config's
+   ``gpu__time_duration.sum`` mean, single against pair (target: equal within noise).
+4. One ``compare_variants`` of 3 variants x 2 configs: one job, so one GPU; its verdicts.
+
+Run on the 2-GPU machine (2 x H200, ncu) from the repository root, Ray installed (the dev or
+ray extra; for a lent device, ``../shared/device/wheels.sh ray`` then carry ``[".whl"]``)::
+
+    bash .whl/gpu-run.sh 'python3 -m bench.ray_pool --rounds 3 --json $OUT/ray_pool.json'
+
+or, where the venv has everything: ``python -m bench.ray_pool --rounds 3 --json ray_pool.json``.
+Prints one line per measurement and a summary (medians; target pair/single about 1.0); copy it
+into docs/BENCHMARKS.md with the date, GPUs, driver and commit. ``--dry-run`` (for a machine
+without GPU or ncu) runs only ``device_info`` and one ``profile_kernel`` and prints the answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+METRIC = "gpu__time_duration.sum"
+# @K@ differs between the calls of a pair (and between calls), so no two jobs share a source.
+SOURCE = """
+import torch
+
+def setup(n, device="cuda"):
+    return (torch.randn(n, device=device),)
+
+def run(x):
+    return x * @K@
+
+def torch_mul(x):
+    return torch.mul(x, @K@)
+
+def add(x):  # x + x == x * 2.0 only for K = 2.0, which compare_variants uses
+    return x + x
+"""
+CONFIGS = [{"n": 1 << 24}, {"n": 1 << 26}]
+RUNS = 20
+
+med = statistics.median
+RESULTS: dict[str, Any] = {}
+_constants = itertools.count()
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def source(k: float | None = None) -> str:
+    """The kernel with a constant no earlier call used (or ``k``)."""
+    if k is None:
+        k = 2.0 + next(_constants) / 64  # exact in binary: the same kernel, another source
+    return SOURCE.replace("@K@", repr(float(k)))
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def where_of(runs_root: Path, run_id: str | None) -> dict[str, Any]:
+    """The executor's record of which node and GPU ran the run (empty if none)."""
+    path = runs_root / str(run_id) / "where.json"
+    if not run_id or not path.is_file():
+        return {}
+    where: dict[str, Any] = json.loads(path.read_text())
+    return where
+
+
+def times_of(runs_root: Path, run_id: str) -> dict[str, float]:
+    """Config (``n``) -> mean of gpu__time_duration.sum in ns, from the run as stored."""
+    from nsight_agent.engine.pipeline import load_run
+
+    rows = load_run(run_id, runs_root=runs_root).processed
+    rows = rows[rows["Metric"] == METRIC]
+    return {str(int(r["n"])): float(r["AvgValue"]) for r in rows.to_dict("records")}
+
+
+def server(runs_root: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nsight_agent", "serve", "--executor", "ray", "--runs-root", str(runs_root)],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+async def session(rounds: int, dry_run: bool) -> None:
+    runs_root = Path(tempfile.mkdtemp(prefix="ray-pool-runs-"))
+    RESULTS["runs_root"] = str(runs_root)
+    say(f"runs root: {runs_root}")
+    async with Client(server(runs_root), read_timeout_seconds=600) as client:
+
+        async def call(tool: str, args: dict[str, Any]) -> tuple[float, CallToolResult]:
+            start = time.monotonic()
+            result = await client.call_tool(tool, args)
+            seconds = time.monotonic() - start
+            if result.is_error and not dry_run:
+                raise RuntimeError(f"{tool}: is_error: {_text(result)[:800]}")
+            return seconds, result
+
+        async def profile() -> dict[str, Any]:
+            args = {"source": source(), "language": "torch", "configs": CONFIGS, "runs": RUNS}
+            seconds, result = await call("profile_kernel", args)
+            run_id = (result.structured_content or {}).get("run_id")
+            gpu = where_of(runs_root, run_id).get("gpu")
+            return {"s": seconds, "run_id": run_id, "gpu": gpu}
+
+        try:
+            seconds, info = await call("device_info", {})
+            content = info.structured_content or {}
+            say(f"device_info ({seconds:.1f} s, error={info.is_error}):")
+            say(json.dumps(content.get("pool", content), indent=1, default=str))
+            RESULTS["pool"] = content.get("pool")
+        except Exception:  # one phase failing must not lose the others' numbers
+            say(f"phase device_info FAILED:\n{traceback.format_exc()[-2000:]}")
+
+        if dry_run:
+            args = {"source": source(), "language": "torch", "configs": CONFIGS, "runs": RUNS}
+            seconds, result = await call("profile_kernel", args)
+            say(f"profile_kernel ({seconds:.1f} s): is_error={result.is_error}")
+            say("   " + _text(result)[:1500].replace("\n", "\n   "))
+            RESULTS["dry_run"] = {"is_error": result.is_error, "text": _text(result)[:1500]}
+            return
+
+        try:
+            warm = await profile()
+            say(
+                f"warm-up profile_kernel (Ray worker start): {warm['s']:.2f} s on gpu {warm['gpu']}"
+            )
+            RESULTS["warmup"] = warm
+        except Exception:
+            say(f"phase warm-up FAILED:\n{traceback.format_exc()[-2000:]}")
+
+        async def into(out: list[dict[str, Any]]) -> None:
+            out.append(await profile())
+
+        singles: list[dict[str, Any]] = []
+        pairs: list[dict[str, Any]] = []
+        RESULTS["single"], RESULTS["pair"] = singles, pairs
+        for r in range(rounds):
+            for side in ("single", "pair") if r % 2 == 0 else ("pair", "single"):
+                try:
+                    if side == "single":
+                        one = await profile()
+                        one["times_ns"] = times_of(runs_root, one["run_id"])
+                        singles.append(one)
+                        say(f"round {r} single {one['s']:7.2f} s on gpu {one['gpu']}")
+                        continue
+                    both: list[dict[str, Any]] = []
+                    start = time.monotonic()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(into, both)
+                        tg.start_soon(into, both)
+                    wall = time.monotonic() - start
+                    for one in both:
+                        one["times_ns"] = times_of(runs_root, one["run_id"])
+                    gpus = [one["gpu"] for one in both]
+                    pairs.append({"s": wall, "calls": both, "gpus": gpus})
+                    each = ", ".join(f"{one['s']:.2f}" for one in both)
+                    say(f"round {r} pair   {wall:7.2f} s (calls {each} s) on gpus {gpus}"
+                        + ("" if len(set(gpus)) == 2 else "  SAME GPU"))  # fmt: skip
+                except Exception:
+                    say(f"round {r} {side} FAILED:\n{traceback.format_exc()[-2000:]}")
+
+        try:
+            variants = [
+                {"name": "run", "entry": "run"},
+                {"name": "torch_mul", "entry": "torch_mul"},
+                {"name": "add", "entry": "add"},
+            ]
+            args = {"source": source(2.0), "language": "torch", "variants": variants,
+                    "baseline": "run", "configs": CONFIGS, "runs": RUNS}  # fmt: skip
+            seconds, result = await call("compare_variants", args)
+            content = result.structured_content or {}
+            run_id = content.get("run_id")
+            where = where_of(runs_root, run_id)
+            overall = {k: v.get("verdict") for k, v in content.get("overall", {}).items()}
+            say(f"compare_variants 3 variants x 2 configs: {seconds:.2f} s, one job on node "
+                f"{where.get('node')} gpu {where.get('gpu')}; verdicts {overall}")  # fmt: skip
+            RESULTS["compare"] = {
+                "s": seconds,
+                "run_id": run_id,
+                "where": where,
+                "overall": overall,
+            }
+        except Exception:
+            say(f"phase compare FAILED:\n{traceback.format_exc()[-2000:]}")
+
+
+def summary() -> None:
+    say("\n== summary (medians) ==")
+    if "warmup" in RESULTS:
+        say(f"warm-up profile_kernel (first job, Ray worker start): {RESULTS['warmup']['s']:.2f} s")
+    singles, pairs = RESULTS.get("single") or [], RESULTS.get("pair") or []
+    if singles and pairs:
+        one, two = med(s["s"] for s in singles), med(p["s"] for p in pairs)
+        say(f"one profile_kernel alone {one:.2f} s; two at once {two:.2f} s; "
+            f"pair/single {two / one:.2f} (target about 1.0; 2.0 = serialised)")  # fmt: skip
+        RESULTS["ratio_pair_single"] = two / one
+    if pairs:
+        apart = sum(1 for p in pairs if len(set(p["gpus"])) == 2 and None not in p["gpus"])
+        say(f"pairs whose two calls ran on different GPUs: {apart}/{len(pairs)}")
+        RESULTS["pairs_on_two_gpus"] = [apart, len(pairs)]
+    alone = [s.get("times_ns", {}) for s in singles]
+    together = [c.get("times_ns", {}) for p in pairs for c in p["calls"]]
+    diffs = {}
+    for n in sorted({n for t in alone + together for n in t}, key=int):
+        a = [t[n] for t in alone if n in t]
+        b = [t[n] for t in together if n in t]
+        if a and b:
+            rel = (med(b) - med(a)) / med(a) * 100
+            spread = (max(a) - min(a)) / med(a) * 100
+            diffs[n] = {"single_ns": med(a), "pair_ns": med(b), "rel_diff_pct": rel}
+            say(f"{METRIC} n={n}: alone {med(a) / 1e3:.2f} us, in a pair {med(b) / 1e3:.2f} us, "
+                f"{rel:+.2f} % (spread of the singles {spread:.2f} %; target: equal within noise)")  # fmt: skip
+    RESULTS["kernel_time"] = diffs
+    if "compare" in RESULTS:
+        c = RESULTS["compare"]
+        say(
+            f"compare_variants: {c['s']:.2f} s on gpu {c['where'].get('gpu')}; verdicts {c['overall']}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="write every measurement here")
+    parser.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    start = time.monotonic()
+    try:
+        anyio.run(session, args.rounds, args.dry_run)
+    except Exception:  # keep what was measured before the session broke
+        say(f"session FAILED:\n{traceback.format_exc()[-2000:]}")
+    say(f"-- session done at {time.monotonic() - start:.0f} s")
+    if not args.dry_run:
+        summary()
+    if args.json:
+        args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
