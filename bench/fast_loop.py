@@ -2,7 +2,7 @@
 
 1. MCP: a real client over stdio against ``nsight-agent serve``. Alternating, per round: the
    raw floor (python + torch + one kernel under ncu, one metric; and without ncu), a cold
-   ``profile_kernel`` under ncu of one config, and a warm ``profile_kernel`` with
+   ``profile_kernel`` under ncu of one config and one run, and a warm ``profile_kernel`` with
    ``method="timing"`` of a source already compiled. Then, once each: a timing call on a new
    source (its Triton compile measured apart in this process), a 4-variant x 3-config
    ``compare_variants`` on the timing path, a broken source rejected on the warm server (both
@@ -150,6 +150,8 @@ async def mcp_phase(rounds: int) -> None:
             return seconds, result
 
         one = {"source": TRITON, "language": "triton", "configs": ONE, "runs": 10}
+        # The cold ncu call as the issue measured it: one config, one run.
+        cold = {**one, "runs": 1, "method": "ncu"}
         first, _ = await call("profile_kernel", {**one, "method": "timing"})
         say(f"mcp timing, first call (worker start + Triton compile): {first:.2f} s")
         RESULTS["warm_first_s"] = first
@@ -159,8 +161,8 @@ async def mcp_phase(rounds: int) -> None:
                 if side.startswith("floor"):
                     seconds = await anyio.to_thread.run_sync(raw_floor, side == "floor_ncu")
                 else:
-                    method = "ncu" if side == "cold_ncu" else "timing"
-                    seconds, _ = await call("profile_kernel", {**one, "method": method})
+                    args = cold if side == "cold_ncu" else {**one, "method": "timing"}
+                    seconds, _ = await call("profile_kernel", args)
                 seen[side].append(seconds)
                 say(f"mcp round {r} {side:12s} {seconds:7.3f} s")
         RESULTS["latency"] = seen
