@@ -147,6 +147,7 @@ class RayExecutor(Executor):
         self._task: Any = None
         self._board: Any = None
         self._owns_cluster = False
+        self._owner_stop = threading.Event()
         self._lock = threading.Lock()
         self._jobs: dict[str, JobHandle] = {}
 
@@ -188,7 +189,7 @@ class RayExecutor(Executor):
         else:
             kwargs.setdefault("resources", _local_resources(self.resource))
         try:
-            ray.init(**kwargs)
+            self._init_in_owner_thread(ray, kwargs)
         except ray.exceptions.AuthenticationError as err:
             raise RayClusterUnreachableError(
                 f"The Ray cluster at {self.address} refused our token: {err}",
@@ -204,6 +205,31 @@ class RayExecutor(Executor):
             ) from err
         self._owns_cluster = not self.address
 
+    def _init_in_owner_thread(self, ray: Any, kwargs: dict[str, Any]) -> None:
+        """``ray.init`` in a thread that lives until ``close``. The processes of a local
+        cluster (GCS, raylet) are started with PR_SET_PDEATHSIG, which fires when the *thread*
+        that started them ends: started from one of the server's short-lived worker threads,
+        the cluster died with that thread (seen on the H200 pair: "Failed to connect to GCS",
+        then the server process exited)."""
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def own() -> None:
+            try:
+                ray.init(**kwargs)
+            except BaseException as err:  # handed to the caller below
+                failure.append(err)
+                started.set()
+                return
+            started.set()
+            self._owner_stop.wait()
+
+        self._owner_stop.clear()
+        threading.Thread(target=own, name="nsight-agent-ray-owner", daemon=True).start()
+        started.wait()
+        if failure:
+            raise failure[0]
+
     def close(self) -> None:
         """Cancel this executor's jobs, drop the board; shut down a cluster we started."""
         if self._ray is None:
@@ -214,6 +240,7 @@ class RayExecutor(Executor):
             handle.cancel()
         if self._owns_cluster:
             self._ray.shutdown()
+        self._owner_stop.set()  # the owner thread ends only now, after the cluster
         self._ray = self._task = self._board = None
 
     # --- jobs ---------------------------------------------------------------------------------
