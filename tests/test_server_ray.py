@@ -1,0 +1,150 @@
+"""The MCP server with ``executor="ray"`` against a real local Ray cluster with two logical
+GPUs (no GPU needed): tool calls through the SDK's client become Ray tasks that run the real
+pre-flight and a stand-in ncu (the harness on the CPU, no report). Two calls at once run on
+two GPUs and their run folders land in the server's store; a cancel from the client kills
+the task; a worker lost twice is reported by name. ``pytest -m ray`` runs only these.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
+
+from mcp import Client  # noqa: E402
+from mcp.types import CallToolResult, TextContent  # noqa: E402
+
+from nsight_agent.engine import process  # noqa: E402
+from nsight_agent.engine.ray_executor import RESOURCE  # noqa: E402
+from nsight_agent.server.app import build_server  # noqa: E402
+from tests.test_engine_ray_executor import KILLS_WORKER, SLEEPS, SOURCE  # noqa: E402
+from tests.test_faults import STAND_IN_NCU  # noqa: E402
+
+pytestmark = [pytest.mark.ray, pytest.mark.anyio, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Ray's workers inherit this environment: the stand-in ncu is their ncu."""
+    ncu = tmp_path_factory.mktemp("ncu") / "ncu"
+    ncu.write_text(STAND_IN_NCU.format(python=sys.executable))
+    ncu.chmod(0o755)
+    before = os.environ.get("NCU")
+    os.environ["NCU"] = str(ncu)
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(
+        num_cpus=4,
+        num_gpus=2,
+        resources={RESOURCE: 2},
+        include_dashboard=False,
+        log_to_driver=False,
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        if before is None:
+            os.environ.pop("NCU", None)
+        else:
+            os.environ["NCU"] = before
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def _args(prelude: str) -> dict[str, Any]:
+    return {
+        "source": SOURCE.format(prelude=prelude),
+        "language": "torch",
+        "configs": [{"n": 64}],
+        "runs": 1,
+        "options": {"warmup": 0, "timeout_s": 90},
+    }
+
+
+def _run_id(result: CallToolResult) -> str:
+    content = result.structured_content or {}
+    if content.get("run_id"):
+        return str(content["run_id"])
+    return _text(result).split("(run ", 1)[1].split(")", 1)[0]
+
+
+async def test_two_calls_at_once_run_on_two_gpus_and_land_in_the_store(
+    cluster: None, tmp_path: Path
+) -> None:
+    results: list[CallToolResult] = []
+    async with Client(build_server(tmp_path, executor="ray")) as client:
+
+        async def one() -> None:
+            results.append(
+                await client.call_tool("profile_kernel", _args(SLEEPS.format(seconds=3)))
+            )
+
+        start = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+        wall = time.monotonic() - start
+        ids = [_run_id(r) for r in results]
+        where = [json.loads((tmp_path / i / "where.json").read_text()) for i in ids]
+        assert sorted(w["gpu"] for w in where) == ["0", "1"], where
+        (a, b) = [(w["started"], w["ended"]) for w in where]
+        assert a[0] < b[1] and b[0] < a[1], f"the jobs did not overlap: {a} {b}"
+        for run_id in ids:  # the pre-flight's files and the run record came back
+            folder = tmp_path / run_id
+            assert (folder / "status.json").is_file() and (folder / "harness.py").is_file()
+            assert (folder / "preflight-manifest.json").is_file()
+            got = await client.call_tool("get_run", {"run_id": run_id})
+            assert run_id in _text(got), _text(got)
+    print(f"two calls with 3 s + 3 s of sleeps each (pre-flight, stand-in ncu): {wall:.1f} s")
+
+
+async def test_a_cancel_from_the_client_kills_the_ray_task(cluster: None, tmp_path: Path) -> None:
+    async with Client(build_server(tmp_path, executor="ray")) as client:
+        with anyio.move_on_after(8):
+            await client.call_tool("profile_kernel", _args(SLEEPS.format(seconds=120)))
+        info: dict[str, Any] = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            got = await client.call_tool("device_info", {})
+            info = (got.structured_content or {}).get("pool") or {}
+            if info.get("running") == 0:
+                break
+            await anyio.sleep(0.5)
+        assert info.get("running") == 0 and info.get("queued") == 0, info
+
+    # No harness of the cancelled job is left (the task's kill took its children with it).
+    def left() -> dict[int, str]:
+        return {p: m for p, m in process.marked_processes("").items() if ".preflight" in m}
+
+    deadline = time.monotonic() + 10
+    while left() and time.monotonic() < deadline:
+        await anyio.sleep(0.2)
+    assert not left(), left()
+
+
+async def test_a_worker_lost_twice_is_reported_through_the_tool(
+    cluster: None, tmp_path: Path
+) -> None:
+    prelude = KILLS_WORKER.format(flag=str(tmp_path / "killed"), always=True)
+    async with Client(build_server(tmp_path / "runs", executor="ray")) as client:
+        result = await client.call_tool("profile_kernel", _args(prelude))
+        assert result.is_error
+        assert "died 2 time(s)" in _text(result) and "retried 1 time" in _text(result)
+        assert not (await client.call_tool("list_skills", {})).is_error  # still serving
