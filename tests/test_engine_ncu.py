@@ -296,3 +296,23 @@ def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
             return
         time.sleep(0.1)
     pytest.fail("the profiled process survived SIGTERM to its parent")
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("2025.3.1.0", "no in-process attach"),  # the H200 here
+        ("2026.1.9", "no in-process attach"),
+        ("2026.2.1", "can attach in-process"),
+        ("2027.1.0.0", "can attach in-process"),
+        (None, None),
+        ("not a version", None),
+    ],
+)
+def test_the_ncu_version_says_whether_calls_can_stay_warm(
+    version: str | None, expected: str | None
+) -> None:
+    from nsight_agent.engine.device import attach_note
+
+    note = attach_note(version)
+    assert (note is None) if expected is None else (note is not None and expected in note)

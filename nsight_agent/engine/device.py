@@ -80,6 +80,7 @@ class DeviceInfo(BaseModel):
     cuda_version: str | None = Field(default=None, description="CUDA of the torch build")
     ncu_path: str | None = None
     ncu_version: str | None = None
+    ncu_attach: str | None = Field(default=None, description="In-process attach (ncu 2026.2.1+)")
     counters: CounterAccess
     packages: dict[str, str] = Field(description="Installed versions, or 'not installed'")
     unknown: list[str] = Field(description="What could not be determined here, and why")
@@ -109,6 +110,31 @@ def ncu_version(ncu: str) -> str | None:
         return match.group(1)
     lines = proc.stdout.strip().splitlines()
     return lines[-1] if lines else None
+
+
+# nsight-python 1.x profiles in its own process: ncu attaches to a running interpreter. Older
+# ncu (2025.3.1 on the H200 here: a second attach fails) must start the profiled process.
+ATTACH_SINCE = (2026, 2, 1)
+
+
+def attach_note(version: str | None) -> str | None:
+    """What this ncu means for the cost of an ncu call (None when no ncu is known).
+
+    With attach, the design is to profile on the warm worker (no cold interpreter per call);
+    that path is not built yet, because no ncu that has it was available to verify it on."""
+    numbers = re.findall(r"\d+", version or "")
+    if not numbers:
+        return None
+    found = tuple(int(n) for n in numbers[:3])
+    if found >= ATTACH_SINCE:
+        return (
+            "ncu can attach in-process (2026.2.1+); nsight-agent does not use it yet: each ncu "
+            "call still starts the profiled process (method='timing' runs on a warm worker)"
+        )
+    return (
+        "no in-process attach before ncu 2026.2.1: each ncu call starts the profiled process "
+        "cold (method='timing' runs on a warm worker)"
+    )
 
 
 def _nvml_gpus(unknown: list[str]) -> tuple[list[GpuInfo], str | None]:
@@ -298,6 +324,7 @@ def device_info(probe: bool = False) -> DeviceInfo:
         cuda_version=cuda,
         ncu_path=ncu_path,
         ncu_version=version,
+        ncu_attach=attach_note(version),
         counters=counters,
         packages=package_versions(),
         unknown=unknown,
@@ -317,6 +344,8 @@ def render(info: DeviceInfo) -> str:
         lines.append("GPU: none found")
     lines.append(f"driver {info.driver_version or '-'}, CUDA (torch) {info.cuda_version or '-'}")
     lines.append(f"ncu: {info.ncu_path or 'not found'} {info.ncu_version or ''}".rstrip())
+    if info.ncu_attach:
+        lines.append(f"  {info.ncu_attach}")
     lines.append(f"counters permitted: {info.counters.permitted} ({info.counters.how})")
     if info.counters.hint:
         lines.append(f"  hint: {info.counters.hint}")
