@@ -30,21 +30,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import socket
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import ncu, ray_node
-from nsight_agent.engine.executor import Executor, Job, JobHandle, JobResult, local_slots
+from nsight_agent.engine import ray_node
+from nsight_agent.engine.executor import Executor, Job, JobHandle, JobResult
 from nsight_agent.engine.pipeline import CancelledError, Progress
+from nsight_agent.engine.ray_cluster import (
+    RESOURCE,
+    NodeLostError,
+    NoFreeGpuError,
+    RayClusterUnreachableError,
+    RayExecutorError,
+    RayNotInstalledError,
+    RemoteJobError,
+    import_ray,
+    init_in_owner_thread,
+    local_resources,
+    probe_address,
+)
 from nsight_agent.engine.runs import PreflightResult, check_run_id, default_runs_root, load_run
-from nsight_agent.errors import NcuNotFoundError, NsightAgentError
-
-RESOURCE = "nsight_agent_ncu"
-INSTALL = 'pip install "nsight-agent[ray]"'
+from nsight_agent.errors import NsightAgentError
 
 __all__ = [
     "RESOURCE",
@@ -57,60 +66,6 @@ __all__ = [
     "RemoteJobError",
     "import_ray",
 ]
-
-
-class RayExecutorError(NsightAgentError):
-    """The Ray pool could not run a job."""
-
-
-class RayNotInstalledError(RayExecutorError):
-    """``--executor ray`` was asked for but Ray is not installed."""
-
-
-class RayClusterUnreachableError(RayExecutorError):
-    """The Ray cluster at the given address did not answer (or refused our token)."""
-
-
-class NoFreeGpuError(RayExecutorError):
-    """No node offers a GPU with the ncu resource, or none was free within the timeout."""
-
-
-class NodeLostError(RayExecutorError):
-    """The node (or its worker) died mid-job, on the retry too."""
-
-
-class RemoteJobError(RayExecutorError):
-    """The job failed on the node with an error that could not be rebuilt here."""
-
-
-def import_ray() -> Any:
-    """Ray, imported on first use; a clear error with the install command without it."""
-    try:
-        import ray
-    except ImportError as err:
-        raise RayNotInstalledError(
-            "The Ray executor needs Ray, which is not installed.",
-            f"Install it with: {INSTALL} (on the server and on every GPU node), or use the "
-            "local executor.",
-        ) from err
-    return ray
-
-
-def probe_address(address: str, timeout: float) -> None:
-    """A TCP connect to ``host:port`` (or ``ray://host:port``): fail in seconds, not minutes."""
-    text = address.split("://", 1)[-1]
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        return  # "auto" and other forms: Ray decides
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as err:
-        raise RayClusterUnreachableError(
-            f"The Ray cluster at {address} is unreachable: {err}.",
-            "Check the address (the head node's GCS port, 6379 by default, or ray://HOST:10001 "
-            "for Ray Client), that the cluster runs (`ray status` on the head) and that this "
-            "machine may reach it (firewall, VPN, SSH tunnel).",
-        ) from err
 
 
 class RayExecutor(Executor):
@@ -187,9 +142,9 @@ class RayExecutor(Executor):
             probe_address(self.address, self.connect_timeout_s)
             kwargs["address"] = self.address
         else:
-            kwargs.setdefault("resources", _local_resources(self.resource))
+            kwargs.setdefault("resources", local_resources(self.resource))
         try:
-            self._init_in_owner_thread(ray, kwargs)
+            init_in_owner_thread(ray, kwargs, self._owner_stop)
         except ray.exceptions.AuthenticationError as err:
             raise RayClusterUnreachableError(
                 f"The Ray cluster at {self.address} refused our token: {err}",
@@ -204,31 +159,6 @@ class RayExecutor(Executor):
                 "token settings (docs/DISTRIBUTED.md).",
             ) from err
         self._owns_cluster = not self.address
-
-    def _init_in_owner_thread(self, ray: Any, kwargs: dict[str, Any]) -> None:
-        """``ray.init`` in a thread that lives until ``close``. The processes of a local
-        cluster (GCS, raylet) are started with PR_SET_PDEATHSIG, which fires when the *thread*
-        that started them ends: started from one of the server's short-lived worker threads,
-        the cluster died with that thread (seen on the H200 pair: "Failed to connect to GCS",
-        then the server process exited)."""
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        def own() -> None:
-            try:
-                ray.init(**kwargs)
-            except BaseException as err:  # handed to the caller below
-                failure.append(err)
-                started.set()
-                return
-            started.set()
-            self._owner_stop.wait()
-
-        self._owner_stop.clear()
-        threading.Thread(target=own, name="nsight-agent-ray-owner", daemon=True).start()
-        started.wait()
-        if failure:
-            raise failure[0]
 
     def close(self) -> None:
         """Cancel this executor's jobs, drop the board; shut down a cluster we started."""
@@ -401,16 +331,6 @@ class RayExecutor(Executor):
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def _local_resources(resource: str) -> dict[str, float]:
-    """The ncu resource of a local cluster: one per GPU here, none without ncu or a GPU."""
-    try:
-        ncu.find_ncu()
-    except NcuNotFoundError:
-        return {}
-    gpus = [s for s in local_slots() if s != "cpu"]
-    return {resource: float(len(gpus))} if gpus else {}
 
 
 def _write_where(out: dict[str, Any], root: Path) -> None:
