@@ -74,8 +74,8 @@ def job(prelude: str, root: Path, name: str = "") -> Job:
     return Job(req, root, mode="preflight", name=name)
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
+def init_two_gpu_cluster() -> None:
+    """A local Ray cluster with two logical GPUs, each with the ncu resource (no GPU needed)."""
     ray.init(
         num_cpus=4,
         num_gpus=2,
@@ -83,6 +83,11 @@ def cluster() -> Iterator[None]:
         include_dashboard=False,
         log_to_driver=False,
     )
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    init_two_gpu_cluster()
     try:
         yield
     finally:
@@ -131,6 +136,13 @@ def test_the_pool_lists_the_node_its_gpus_and_the_ncu_resource(executor: RayExec
     (node,) = info["nodes"]
     assert node["accepts_jobs"] and node["ncu_slots"] == 2 and node["resources"] == {RESOURCE: 2}
     assert (info["running"], info["queued"]) == (0, 0)
+    # What the node read about itself (a task pinned there): this machine, as seen from here.
+    from nsight_agent.engine.device import device_info
+
+    here = device_info()
+    assert [g["name"] for g in node["gpu_models"]] == [g.name for g in here.gpus]
+    assert node["ncu_version"] == here.ncu_version and node["counters"] == here.counters.permitted
+    assert executor.pool_info()["nodes"][0]["ncu_version"] == here.ncu_version  # cached
 
 
 def test_a_cancelled_job_is_reported_cancelled_and_its_processes_die(

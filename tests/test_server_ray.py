@@ -24,9 +24,13 @@ from mcp import Client  # noqa: E402
 from mcp.types import CallToolResult, TextContent  # noqa: E402
 
 from nsight_agent.engine import process  # noqa: E402
-from nsight_agent.engine.ray_executor import RESOURCE  # noqa: E402
 from nsight_agent.server.app import build_server  # noqa: E402
-from tests.test_engine_ray_executor import KILLS_WORKER, SLEEPS, SOURCE  # noqa: E402
+from tests.test_engine_ray_executor import (  # noqa: E402
+    KILLS_WORKER,
+    SLEEPS,
+    SOURCE,
+    init_two_gpu_cluster,
+)
 from tests.test_faults import STAND_IN_NCU  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.anyio, pytest.mark.timeout(180)]
@@ -47,13 +51,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ["NCU"] = str(ncu)
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(
-        num_cpus=4,
-        num_gpus=2,
-        resources={RESOURCE: 2},
-        include_dashboard=False,
-        log_to_driver=False,
-    )
+    init_two_gpu_cluster()
     try:
         yield
     finally:

@@ -105,6 +105,7 @@ class RayExecutor(Executor):
         self._owner_stop = threading.Event()
         self._lock = threading.Lock()
         self._jobs: dict[str, JobHandle] = {}
+        self._facts: dict[str, dict[str, Any]] = {}  # node id -> what node_facts read there
 
     # --- connecting ---------------------------------------------------------------------------
 
@@ -307,9 +308,34 @@ class RayExecutor(Executor):
 
     # --- the pool -----------------------------------------------------------------------------
 
+    def _node_facts(self, ray: Any, node_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Each alive node's GPUs, ncu and counter access, read once per node by a task pinned
+        there (a node that does not answer within 30 s says so, and is asked again later)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        todo = [n for n in node_ids if n not in self._facts]
+        refs = {
+            n: ray.remote(ray_node.node_facts)
+            .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False))
+            .remote()
+            for n in todo
+        }
+        out: dict[str, dict[str, Any]] = {}
+        for node_id, ref in refs.items():
+            try:
+                self._facts[node_id] = dict(ray.get(ref, timeout=30))
+            except Exception as err:  # shown, not fatal: the pool still lists the node
+                ray.cancel(ref, force=True)
+                out[node_id] = {"facts_error": f"{type(err).__name__}: {str(err)[:160]}"}
+        out.update({n: self._facts[n] for n in node_ids if n in self._facts})
+        return out
+
     def pool_info(self) -> dict[str, Any]:
         ray = self.connect()
         nodes = [ray_node.node_info(n, self.resource) for n in ray.nodes()]
+        facts = self._node_facts(ray, [n["NodeID"] for n in ray.nodes() if n.get("Alive")])
+        for raw, node in zip(ray.nodes(), nodes):
+            node.update(facts.get(raw.get("NodeID"), {}))
         try:
             states = dict(ray.get(self._board.snapshot.remote(), timeout=5))
         except Exception:

@@ -139,6 +139,28 @@ def why_not(node: dict[str, Any], resource: str) -> str | None:
     return None
 
 
+def node_facts() -> dict[str, Any]:
+    """What this node offers for profiling, read on the node (a Ray task pinned to it): its
+    GPUs (name, SMs, max clocks), its ncu and whether counters look permitted. Compact, for
+    ``device_info``'s pool; no kernel is run."""
+    from nsight_agent.engine.device import device_info
+
+    info = device_info(probe=False)
+    return {
+        "gpu_models": [
+            {
+                "name": g.name,
+                "sms": g.sm_count,
+                "sm_clock_max_mhz": g.sm_clock_max_mhz,
+                "memory_clock_max_mhz": g.memory_clock_max_mhz,
+            }
+            for g in info.gpus
+        ],
+        "ncu_version": info.ncu_version,
+        "counters": info.counters.permitted,
+    }
+
+
 def node_info(node: dict[str, Any], resource: str) -> dict[str, Any]:
     res = node.get("Resources") or {}
     why = why_not(node, resource)
