@@ -476,3 +476,25 @@ def test_memoised_and_stale_variants_fail_the_per_run_checks_of_the_real_harness
         (0, 0, "honest"), (0, 0, "memo"), (0, 0, "stale"),
         (0, 1, "stale"), (0, 1, "memo"), (0, 1, "honest"),
     ]  # fmt: skip
+
+
+def test_kernels_per_run_are_counted_call_by_call_not_across_configs() -> None:
+    """A torch baseline that launches one kernel per run, a different one per config, does
+    not launch "2 kernels per run" (the H200 comparison that said so merged the configs)."""
+    from nsight_agent.engine.extract import ActionRecord
+
+    def rec(call: int, annotation: str, kernel: str) -> ActionRecord:
+        return ActionRecord(call, kernel, annotation, call, {}, {}, "H200", 0.0, 0.0)
+
+    records = [
+        rec(0, "torch", "gemv_small"),  # config 0
+        rec(1, "torch", "gemm_splitk"),  # config 1: another algorithm, still one kernel
+        rec(2, "fused", "scale"),
+        rec(2, "fused", "add"),  # two kernels in one call
+        rec(3, "fused", "scale"),
+        rec(3, "fused", "add"),
+        rec(3, "fused", "memset_helper"),
+    ]
+    most = pipeline.most_kernels_per_run(records, ["torch", "fused", "idle"], [])
+    assert most == {"torch": 1, "fused": 3, "idle": 0}
+    assert pipeline.most_kernels_per_run(records, ["fused"], ["memset_helper"]) == {"fused": 2}
