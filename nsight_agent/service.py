@@ -106,10 +106,16 @@ def time_only(
     *,
     runs_root: Path | None = None,
     cancel: threading.Event | None = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """The counter-free path (``method="timing"``): a warm worker pre-flights and times the
-    variants interleaved with CUDA events; no ncu, no counter permission needed."""
-    run = timed_run.time_request(request, pool, runs_root=runs_root, cancel=cancel)
+    variants interleaved with CUDA events; no ncu, no counter permission needed. An executor
+    that queues timing jobs (the server's local one) runs it in a GPU slot, never beside an
+    ncu job on the same GPU."""
+    if executor is not None and executor.runs_timing:
+        run = executor.time(request, runs_root=runs_root, cancel=cancel)
+    else:
+        run = timed_run.time_request(request, pool, runs_root=runs_root, cancel=cancel)
     retention.prune(run.run_dir.parent, *retention.policy())
     return run
 

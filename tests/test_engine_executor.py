@@ -197,6 +197,32 @@ def test_with_workers_a_profile_jobs_preflight_runs_on_the_slots_warm_worker(
     assert all(p.warm for p in seen)
 
 
+def test_a_timing_job_waits_for_the_ncu_job_on_its_gpu(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A timing job is queued in the slot like an ncu job, so it never measures beside one on
+    the same GPU; it then runs whole on the slot's warm worker (perf_counter on the CPU)."""
+
+    def slow_profile(req: ProfileRequest, **kwargs: Any) -> RunResult:
+        time.sleep(1.5)  # an ncu run holding the GPU
+        empty = pd.DataFrame()
+        return RunResult("ncu", tmp_path, req, empty, empty, [], {}, [], {}, 0.0)
+
+    monkeypatch.setattr(pipeline, "profile", slow_profile)
+    with WorkerPool() as workers, ex.LocalExecutor(["cpu"], workers=workers) as pool:
+        assert pool.runs_timing
+        ncu_job = pool.submit(ex.Job(request(), tmp_path, name="ncu"))
+        timing_job = pool.submit(ex.Job(request(), tmp_path, mode="timing", name="timing"))
+        ncu_job.result(30)
+        timed = timing_job.result(120)
+    assert isinstance(timed, RunResult)
+    assert set(timed.processed["Method"]) == {"perf_counter"}
+    assert ncu_job.ended is not None and timing_job.started is not None
+    assert timing_job.started >= ncu_job.ended
+    with pytest.raises(InvalidRequestError, match="warm worker"):
+        ex.run_job(ex.Job(request(), tmp_path, mode="timing"))  # no workers, no timing
+
+
 def test_close_cancels_the_queued_jobs() -> None:
     gate = threading.Event()
     pool = ex.LocalExecutor(["0"], job_function=Recorder(seconds=0, gate=gate))
@@ -225,10 +251,10 @@ def test_local_slots_follow_cuda_visible_devices(
 
 def test_local_slots_without_a_gpu_are_one_cpu_slot(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(ex, "_nvml_count", lambda: None)
-    monkeypatch.setattr(ex, "_torch_count", lambda: 0)
+    monkeypatch.setattr(pinning, "_nvml_count", lambda: None)
+    monkeypatch.setattr(pinning, "_torch_count", lambda: 0)
     assert ex.local_slots() == ["cpu"]
-    monkeypatch.setattr(ex, "_nvml_count", lambda: 2)
+    monkeypatch.setattr(pinning, "_nvml_count", lambda: 2)
     assert ex.local_slots() == ["0", "1"]
 
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import importlib.util
-import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -36,13 +34,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Union
 
-from nsight_agent.engine import pinning, pipeline
+from nsight_agent.engine import pinning, pipeline, timed_run
+from nsight_agent.engine.pinning import local_slots
 from nsight_agent.engine.pipeline import CancelledError, Progress
 from nsight_agent.engine.runs import PreflightResult, RunResult
 from nsight_agent.engine.worker import WorkerPool, warm_preflight
+from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import ProfileRequest
 
-JobMode = Literal["profile", "preflight"]
+JobMode = Literal["profile", "preflight", "timing"]
 JobResult = Union[RunResult, PreflightResult]  # noqa: UP007 - a runtime alias on Python 3.10
 
 __all__ = [
@@ -82,6 +82,11 @@ def run_job(
     ``runs_root`` overrides the job's own (a Ray node profiles into a scratch root);
     ``preflight`` runs a profile job's pre-flight elsewhere (a warm worker)."""
     root = runs_root or job.runs_root
+    if job.mode == "timing":
+        raise InvalidRequestError(
+            "A timing job runs on a warm worker, which this executor does not have.",
+            "Give the local executor its workers (LocalExecutor(workers=...)), as the server does.",
+        )
     if job.mode == "preflight":
         return pipeline.preflight(job.request, runs_root=root, cancel=cancel)
     return pipeline.profile(
@@ -145,6 +150,8 @@ class Executor(ABC):
     name = "executor"
     # Whether ncu must be on this machine (a local pool) or on the nodes (a cluster).
     checks_ncu_here = True
+    # Whether timing jobs (method="timing", on warm workers) can be queued here.
+    runs_timing = False
 
     @abstractmethod
     def submit(
@@ -185,6 +192,19 @@ class Executor(ABC):
         assert isinstance(result, RunResult)
         return result
 
+    def time(
+        self,
+        request: ProfileRequest,
+        *,
+        runs_root: Path | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
+        """The timing path as a job: queued for a GPU like the ncu jobs, so the two never
+        measure on one GPU at once (ncu's replay and clock locking would skew the timing)."""
+        result = self.run(Job(request, runs_root, mode="timing"), cancel=cancel)
+        assert isinstance(result, RunResult)
+        return result
+
     def __enter__(self) -> Executor:
         return self
 
@@ -198,49 +218,6 @@ class Executor(ABC):
 
 
 # --- the local executor -----------------------------------------------------------------------
-
-
-def local_slots() -> list[str]:
-    """This machine's GPUs as ``CUDA_VISIBLE_DEVICES`` entries; ["cpu"] when it has none.
-
-    An existing ``CUDA_VISIBLE_DEVICES`` is the list (its entries, ids or UUIDs, are what a
-    child must be given); else NVML's count, else torch's, else no GPU."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        ids = [d.strip() for d in visible.split(",") if d.strip()]
-        return ids if ids and not ids[0].startswith("-") else ["cpu"]
-    count = _nvml_count()
-    if count is None:
-        count = _torch_count()
-    return [str(i) for i in range(count)] or ["cpu"]
-
-
-def _nvml_count() -> int | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no driver, no GPU: NVMLError of several kinds
-        return None
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    except Exception:
-        return None
-    finally:
-        pynvml.nvmlShutdown()
-
-
-def _torch_count() -> int:
-    if importlib.util.find_spec("torch") is None:
-        return 0
-    try:
-        import torch
-
-        return int(torch.cuda.device_count())
-    except Exception:
-        return 0
 
 
 @dataclass
@@ -276,6 +253,7 @@ class LocalExecutor(Executor):
     ) -> None:
         self._devices = list(slots) if slots is not None else None
         self._workers = workers
+        self.runs_timing = workers is not None
         self._function = job_function or (_run_job if workers is None else self._run_job_warm)
         self._queue: collections.deque[_Queued] = collections.deque()
         self._cond = threading.Condition()
@@ -343,9 +321,14 @@ class LocalExecutor(Executor):
     def _run_job_warm(
         self, job: Job, cancel: threading.Event | None, on_progress: Progress | None
     ) -> JobResult:
-        """``run_job`` with the pre-flight on the warm worker of this thread's slot."""
+        """``run_job`` with the pre-flight on the warm worker of this thread's slot; a timing
+        job runs there whole."""
         assert self._workers is not None
         pool, device = self._workers, self._worker_device(pinning.current_device())
+        if job.mode == "timing":
+            return timed_run.time_request(
+                job.request, pool, runs_root=job.runs_root, device=device, cancel=cancel
+            )
 
         def warm(run_dir: Path, request: ProfileRequest, _device: str) -> PreflightResult:
             return warm_preflight(pool, run_dir, request, device, cancel)

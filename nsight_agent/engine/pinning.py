@@ -1,4 +1,4 @@
-"""Which GPU the current job is pinned to: a context variable the executor sets in the thread
+"""This machine's GPU slots (``local_slots``), and which GPU the current job is pinned to: a context variable the executor sets in the thread
 that runs a job, and the environment its child processes must get.
 
     with pinned("1"):                      # LocalExecutor, around one job
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib.util
+import os
 from collections.abc import Iterator
 
 _DEVICE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -45,3 +47,46 @@ def pinned(device: str | None) -> Iterator[None]:
         yield
     finally:
         _DEVICE.reset(token)
+
+
+def local_slots() -> list[str]:
+    """This machine's GPUs as ``CUDA_VISIBLE_DEVICES`` entries; ["cpu"] when it has none.
+
+    An existing ``CUDA_VISIBLE_DEVICES`` is the list (its entries, ids or UUIDs, are what a
+    child must be given); else NVML's count, else torch's, else no GPU."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [d.strip() for d in visible.split(",") if d.strip()]
+        return ids if ids and not ids[0].startswith("-") else ["cpu"]
+    count = _nvml_count()
+    if count is None:
+        count = _torch_count()
+    return [str(i) for i in range(count)] or ["cpu"]
+
+
+def _nvml_count() -> int | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver, no GPU: NVMLError of several kinds
+        return None
+    try:
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _torch_count() -> int:
+    if importlib.util.find_spec("torch") is None:
+        return 0
+    try:
+        import torch
+
+        return int(torch.cuda.device_count())
+    except Exception:
+        return 0

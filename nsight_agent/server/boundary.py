@@ -194,7 +194,7 @@ async def run_profile(request: ProfileRequest, ctx: Context, method: str = "ncu"
         return await execute(
             ctx,
             lambda say, cancel: service.time_only(
-                request, pool, runs_root=st.runs_root, cancel=cancel
+                request, pool, runs_root=st.runs_root, cancel=cancel, executor=st.executor
             ),
         )
     return await execute(
