@@ -151,3 +151,14 @@ def test_bad_arguments_are_refused() -> None:
         timing.time_variants(setup, {"A": add_a}, [{"n": 4}], baseline="Z")
     with pytest.raises(ValueError, match="at least one"):
         timing.time_variants(setup, {}, [{"n": 4}])
+
+
+def test_short_cuda_event_rows_carry_a_warning_and_long_or_cpu_rows_do_not() -> None:
+    from nsight_agent.engine.timed_run import short_kernel_warning
+
+    frame = pd.DataFrame({"MedianValue": [4_170.0, 31_090.0, 124_630.0]})
+    (warning,) = short_kernel_warning(frame, "cuda_events")
+    assert warning.startswith("2 row(s) under 50 us (shortest 4.2 us)")
+    assert "method='ncu'" in warning
+    assert short_kernel_warning(frame.iloc[2:], "cuda_events") == []
+    assert short_kernel_warning(frame, "perf_counter") == []  # CPU timing: no such claim
