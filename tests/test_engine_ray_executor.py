@@ -166,6 +166,16 @@ def test_a_cancelled_job_is_reported_cancelled_and_its_processes_die(
         time.sleep(0.2)
     assert not process.marked_processes(f"{worker}-"), "the job's child outlived the cancel"
     assert not Path(f"/proc/{worker}").exists(), "the Ray worker was not killed"
+    # The cancelled run came back from the node, as a local cancel leaves it: in the store,
+    # marked cancelled, named by the error, with what the harness printed before the kill.
+    (run_dir,) = [d for d in tmp_path.iterdir() if not d.name.startswith(".")]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "cancelled", status
+    assert (run_dir / "preflight-output.log").read_text().startswith("VISIBLE")
+    assert json.loads((run_dir / "where.json").read_text())["gpu"] == handle.where["gpu"]
+    with pytest.raises(CancelledError) as info:
+        handle.result(1)
+    assert getattr(info.value, "run_id", None) == run_dir.name
 
 
 def test_a_worker_lost_mid_job_is_retried_once(executor: RayExecutor, tmp_path: Path) -> None:

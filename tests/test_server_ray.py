@@ -126,6 +126,9 @@ async def test_a_cancel_from_the_client_kills_the_ray_task(cluster: None, tmp_pa
                 break
             await anyio.sleep(0.5)
         assert info.get("running") == 0 and info.get("queued") == 0, info
+    # The cancelled run came back from the node into the server's store, marked cancelled.
+    statuses = [json.loads((d / "status.json").read_text()) for d in tmp_path.iterdir()]
+    assert [s["status"] for s in statuses] == ["cancelled"], statuses
 
     # No harness of the cancelled job is left (the task's kill took its children with it).
     def left() -> dict[int, str]:

@@ -52,6 +52,7 @@ from nsight_agent.engine.ray_cluster import (
     local_resources,
     probe_address,
 )
+from nsight_agent.engine.run_status import tag_run
 from nsight_agent.engine.runs import PreflightResult, check_run_id, default_runs_root, load_run
 from nsight_agent.errors import NsightAgentError
 
@@ -221,6 +222,9 @@ class RayExecutor(Executor):
             out = self._wait(handle, key, ref, on_progress)
             handle.ended = time.time()
             handle.future.set_result(self._land(out, handle.job, root))
+        except CancelledError as err:
+            handle.ended = time.time()
+            handle.future.set_exception(self._salvage(handle, root, err))
         except BaseException as err:  # handed to the waiting caller
             handle.future.set_exception(err)
         finally:
@@ -283,6 +287,27 @@ class RayExecutor(Executor):
             ) from err
         except ray.exceptions.RayError as err:
             raise RemoteJobError(f"The job failed in Ray: {err}") from err
+
+    def _salvage(self, handle: JobHandle, root: Path, err: CancelledError) -> BaseException:
+        """Bring a force-cancelled job's run folder back from its node (best effort, 30 s):
+        the error then names the run, which the store keeps as ``cancelled``."""
+        where = handle.where
+        if not where.get("scratch") or not where.get("node_id"):
+            return err  # cancelled before it started: no run folder anywhere
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        try:
+            strategy = NodeAffinitySchedulingStrategy(where["node_id"], soft=False)
+            task = self._ray.remote(ray_node.salvage).options(
+                num_cpus=0, scheduling_strategy=strategy
+            )
+            data = self._ray.get(task.remote(where["scratch"], int(where["pid"])), timeout=30)
+            run_ids = ray_node.unpack(data, root) if data else []
+        except Exception:  # the node may be gone too: the cancel itself stands
+            return err
+        for run_id in run_ids:
+            _write_where({**where, "run_id": run_id, "ended": handle.ended}, root)
+        return tag_run(err, run_ids[0]) if run_ids else err
 
     def _state(self, key: str) -> dict[str, Any] | None:
         try:

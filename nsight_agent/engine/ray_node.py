@@ -30,6 +30,7 @@ from typing import Any
 
 from nsight_agent.engine import process
 from nsight_agent.engine.executor import Job, run_job
+from nsight_agent.engine.run_status import FINAL, read_status, write_status
 from nsight_agent.engine.runs import PreflightResult, check_run_id
 from nsight_agent.errors import InvalidRequestError, RunIdCollisionError
 
@@ -83,16 +84,18 @@ def node_job(job: Job, key: str, board: Any) -> dict[str, Any]:
     folder as tar bytes included, whether the job passed or raised."""
     process.reap_orphans()
     sweep_scratch()
+    base = scratch_base()
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
     info = {
         "node": socket.gethostname(),
         "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         "pid": os.getpid(),
         "started": time.time(),
+        "scratch": str(scratch),  # for salvage() when the task is force-cancelled
+        "node_id": _node_id(),
     }
     _tell(board, "started", key, info)
-    base = scratch_base()
-    base.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
 
     def progress(done: int, total: int, message: str) -> None:
         _tell(board, "progress", key, done, total, message)
@@ -112,6 +115,38 @@ def node_job(job: Job, key: str, board: Any) -> dict[str, Any]:
         return out
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def salvage(scratch: str, pid: int) -> bytes:
+    """On the node of a force-cancelled task: once its worker ``pid`` is gone, kill what it
+    left (its marked children), mark its run folders cancelled and send them back as tar bytes
+    (then remove the scratch root), so the server's store keeps the cancelled run as a local
+    cancel would. Only a folder under this node's scratch base is read."""
+    folder = Path(scratch).resolve()
+    if folder.parent != scratch_base().resolve() or not folder.is_dir():
+        return b""
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for child in process.marked_processes(f"{pid}-"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, 9)
+    for run_dir in (d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")):
+        status = read_status(run_dir) or {}
+        if status.get("status") not in FINAL:
+            write_status(
+                run_dir, run_dir.name, "cancelled", message="cancelled: its Ray task was killed"
+            )
+    data = pack(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    return data
+
+
+def _node_id() -> str | None:
+    with contextlib.suppress(Exception):  # outside a Ray task (tests call node_job directly)
+        ray = importlib.import_module("ray")
+        return str(ray.get_runtime_context().get_node_id())
+    return None
 
 
 def _tell(board: Any, method: str, *args: Any) -> None:
