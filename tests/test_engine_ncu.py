@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,6 @@ import pytest
 
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import ncu, shipping
-from nsight_agent.engine.child import ChildSpec
 from nsight_agent.errors import (
     CollectionTimeoutError,
     CounterPermissionError,
@@ -26,6 +24,7 @@ from nsight_agent.errors import (
     ProfiledProcessError,
     UnknownMetricError,
 )
+from tests.test_engine_shipping import run_payload
 
 REPORT = Path("/runs/r/report")
 LOG = Path("/runs/r/ncu.log")
@@ -227,20 +226,8 @@ def run_child(tmp_path: Path, script: str, qualname: str) -> tuple[int, Path]:
     user.write_text(script)
     # The by-name path (the fallback of engine.shipping): the script is imported from its file.
     target = shipping.ship_by_name("__main__", qualname, file=str(user), configs=[(1, 3), (2, 3)])
-    spec = ChildSpec(
-        target=target, runs=2, manifest_path=str(tmp_path / "m.json"),
-        progress_path=str(tmp_path / "p.txt"), error_path=str(tmp_path / "e.txt"),
-        thermal_mode="off",
-    )  # fmt: skip
-    (tmp_path / "spec.pkl").write_bytes(pickle.dumps(spec))
-    proc = subprocess.run(
-        [sys.executable, "-m", "nsight_agent.engine.entry", str(tmp_path / "spec.pkl")],
-        env=ncu.child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return proc.returncode, tmp_path
+    rc, _, _ = run_payload(tmp_path, target, runs=2)  # the real child, as the shipping tests run it
+    return rc, tmp_path
 
 
 def test_child_runs_every_config_and_run_and_writes_the_manifest(tmp_path: Path) -> None:
