@@ -8,11 +8,12 @@ the same harness without ncu first, so a broken source costs seconds, not an ncu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -55,6 +56,21 @@ class CancelledError(RunCancelledError):
     """The caller cancelled the run (``cancel`` was set); its processes were killed."""
 
 
+@contextlib.contextmanager
+def rendered_run(
+    request: ProfileRequest, runs_root: Path | None
+) -> Iterator[tuple[str, Path, RunRecord]]:
+    """A new run folder, recorded in its ``status.json`` from here on, holding the request and
+    the rendered harness: the start that every kind of run (pre-flight, ncu, timing) shares."""
+    root = runs_root or default_runs_root()
+    run_id, run_dir = new_run_dir(root)
+    with run_record(run_dir, run_id) as record:
+        record.stage("render")
+        write_request(run_dir, request)
+        render.write_run_files(request, run_dir, root / CUDA_CACHE)
+        yield run_id, run_dir, record
+
+
 def preflight(
     request: ProfileRequest,
     *,
@@ -66,12 +82,7 @@ def preflight(
 
     The run folder's status ends passed or failed (stage pre-flight), timed_out or cancelled.
     """
-    root = runs_root or default_runs_root()
-    run_id, run_dir = new_run_dir(root)
-    with run_record(run_dir, run_id) as record:
-        record.stage("render")
-        write_request(run_dir, request)
-        render.write_run_files(request, run_dir, root / CUDA_CACHE)
+    with rendered_run(request, runs_root) as (run_id, run_dir, record):
         record.stage("pre-flight")
         result = preflight_run.run_preflight(
             run_dir, request, device or _default_device(), poll=_poller(cancel, None, None, 0)
@@ -96,13 +107,8 @@ def profile(
 
     ``preflight`` replaces the cold pre-flight process (``worker.warm_preflight``)."""
     start = time.monotonic()
-    root = runs_root or default_runs_root()
     ncu.find_ncu()  # fail before any work when ncu is missing
-    run_id, run_dir = new_run_dir(root)
-    with run_record(run_dir, run_id) as record:
-        record.stage("render")
-        write_request(run_dir, request)
-        render.write_run_files(request, run_dir, root / CUDA_CACHE)
+    with rendered_run(request, runs_root) as (run_id, run_dir, record):
         total = len(request.expanded_configs()) * len(request.effective_variants()) * request.runs
         say = on_progress or (lambda done, total, message: None)
 

@@ -14,18 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import preflight_run
-from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.runtime import default_device
-from nsight_agent.engine.pipeline import CUDA_CACHE
-from nsight_agent.engine.run_status import run_record
+from nsight_agent.engine.pipeline import rendered_run
 from nsight_agent.engine.runs import (
     OutputCheck,
     RunResult,
     artifact_paths,
-    default_runs_root,
-    new_run_dir,
     save_result,
-    write_request,
 )
 from nsight_agent.engine.worker import TimeJob, WorkerPool, warm_preflight
 from nsight_agent.errors import RunCancelledError
@@ -42,13 +37,8 @@ def time_request(
 ) -> RunResult:
     """Pre-flight on the warm worker, then time every (variant, config) interleaved."""
     start = time.monotonic()
-    root = Path(runs_root or default_runs_root())
     where = device or default_device()
-    run_id, run_dir = new_run_dir(root)
-    with run_record(run_dir, run_id) as record:
-        record.stage("render")
-        write_request(run_dir, request)
-        render.write_run_files(request, run_dir, root / CUDA_CACHE)
+    with rendered_run(request, runs_root) as (run_id, run_dir, record):
         record.stage("pre-flight")
         pre = warm_preflight(pool, run_dir, request, where, cancel)
         preflight_run.raise_if_broken(pre)
