@@ -357,10 +357,12 @@ class RayExecutor(Executor):
 
     def pool_info(self) -> dict[str, Any]:
         ray = self.connect()
-        nodes = [ray_node.node_info(n, self.resource) for n in ray.nodes()]
-        facts = self._node_facts(ray, [n["NodeID"] for n in ray.nodes() if n.get("Alive")])
-        for raw, node in zip(ray.nodes(), nodes):
-            node.update(facts.get(raw.get("NodeID"), {}))
+        raw_nodes = ray.nodes()  # one snapshot of the cluster for the whole answer
+        facts = self._node_facts(ray, [n["NodeID"] for n in raw_nodes if n.get("Alive")])
+        nodes = [
+            {**ray_node.node_info(n, self.resource), **facts.get(n.get("NodeID"), {})}
+            for n in raw_nodes
+        ]
         try:
             states = dict(ray.get(self._board.snapshot.remote(), timeout=5))
         except Exception:

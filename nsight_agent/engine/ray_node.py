@@ -128,9 +128,7 @@ def salvage(scratch: str, pid: int) -> bytes:
     deadline = time.monotonic() + 10
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    for child in process.marked_processes(f"{pid}-"):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(child, 9)
+    process.kill_marked(process.owner_prefix(pid))
     for run_dir in (d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")):
         status = read_status(run_dir) or {}
         if status.get("status") not in FINAL:

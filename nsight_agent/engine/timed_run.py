@@ -55,20 +55,21 @@ def time_request(
         )
         # A timing.TimingResult (that module imports torch: not imported here, so the server
         # and the CLI start where torch is not installed).
+        frame = result.frame()
         checks = [OutputCheck(**c) for c in result.checks] or pre.checks
         variants = [v.name for v in request.effective_variants()]
         out = RunResult(
             run_id=run_id,
             run_dir=run_dir,
             request=request,
-            processed=result.frame(),
-            raw=result.frame().iloc[0:0],
+            processed=frame,
+            raw=frame.iloc[0:0],
             checks=checks,
             kernels={v: [] for v in variants},
             warnings=[
                 *result.notes,
                 f"measured by {result.method} (no ncu, no counters)",
-                *short_kernel_warning(result.frame(), result.method),
+                *short_kernel_warning(frame, result.method),
             ],
             artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
             seconds=time.monotonic() - start,
