@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nsight_agent.catalog import metrics as mc
+from nsight_agent.catalog.search import search_metrics
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, UnknownMetricError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,29 +235,29 @@ def test_error_says_which_list_was_used(bundled: mc.MetricCatalog) -> None:
 
 
 def test_search_ranks_names_and_descriptions(bundled: mc.MetricCatalog) -> None:
-    hits = mc.search_metrics("dram bytes", limit=5)
+    hits = search_metrics("dram bytes", limit=5)
     assert hits[0].name == "dram__bytes"
     assert len(hits) == 5
-    l2 = [m.name for m in mc.search_metrics("L2 hit rate", limit=3)]
+    l2 = [m.name for m in search_metrics("L2 hit rate", limit=3)]
     assert "lts__t_sector_hit_rate" in l2
     assert all(m.source == bundled.source.label for m in hits)
 
 
 def test_search_with_a_full_name_finds_its_base_first(bundled: mc.MetricCatalog) -> None:
-    hits = [m.name for m in mc.search_metrics("dram__bytes.sum.per_second")]
+    hits = [m.name for m in search_metrics("dram__bytes.sum.per_second")]
     assert hits[0] == "dram__bytes"
     assert "dram__bytes_read" in hits
 
 
 def test_search_every_word_must_match(bundled: mc.MetricCatalog) -> None:
-    hits = mc.search_metrics("shared bank conflicts", limit=50)
+    hits = search_metrics("shared bank conflicts", limit=50)
     assert hits
     for m in hits:
         text = f"{m.name} {m.description}".lower()
         assert all(w in text for w in ("shared", "bank", "conflicts"))
-    assert mc.search_metrics("") == []
-    assert mc.search_metrics("dram", limit=0) == []
-    assert mc.search_metrics("zzzz_no_such_thing") == []
+    assert search_metrics("") == []
+    assert search_metrics("dram", limit=0) == []
+    assert search_metrics("zzzz_no_such_thing") == []
 
 
 # --- the ncu path ----------------------------------------------------------------------------

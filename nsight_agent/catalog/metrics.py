@@ -1,4 +1,5 @@
-"""Metric names: search and validation against ncu's list or the bundled one; section names.
+"""Metric names: the catalog and validation against ncu's list or the bundled one; section
+names. Searching the catalog by words is ``catalog/search.py``.
 
 The catalog is the list of *base* metric names with type, unit and description. Its source:
 
@@ -389,69 +390,6 @@ def is_valid_metric(name: str, catalog: MetricCatalog | None = None) -> bool:
     except UnknownMetricError:
         return False
     return True
-
-
-# ---------------------------------------------------------------------------------------------
-# Search
-
-
-def _words(text: str) -> list[str]:
-    return [w for w in re.split(r"[^a-z0-9_.]+", text.lower()) if w]
-
-
-def _score(info: MetricInfo, query: str, words: list[str]) -> float:
-    name = info.name.lower()
-    desc = info.description.lower()
-    score = 0.0
-    if name == query:
-        score += 100
-    elif name.startswith(query):
-        score += 40
-    elif query in name:
-        score += 25
-    desc_words = set(re.split(r"[^a-z0-9_]+", desc))
-    name_parts = set(re.split(r"[_.]+", name))
-    for word in words:
-        if word in name_parts:
-            score += 12
-        elif word in name:
-            score += 8
-        if word in desc_words:
-            score += 6
-        elif word in desc:
-            score += 3
-    if score == 0:
-        return 0.0
-    # Prefer the common, short names over long qualified variants and triage groups.
-    return score - len(name) / 100 - (5 if "." in name else 0)
-
-
-def search_metrics(query: str, limit: int = 20) -> list[MetricInfo]:
-    """Metrics whose name or description match ``query``, best first.
-
-    Every word of the query must appear in the name or the description; a full name with a
-    suffix (``dram__bytes.sum``) finds its base metric first. ``MetricInfo.source`` says which
-    list answered.
-    """
-    cat = load_catalog()
-    query_text = query.strip().lower()
-    if not query_text or limit <= 0:
-        return []
-    resolved = cat.resolve(query.strip().removeprefix(BREAKDOWN_PREFIX))
-    exact = resolved[0] if resolved is not None else None
-    if exact is not None:
-        query_text = exact.name.lower()  # a full name: search around its base
-    words = _words(query_text)
-    scored: list[tuple[float, str]] = []
-    for info in cat.metrics.values():
-        haystack = f"{info.name.lower()} {info.description.lower()}"
-        if info is not exact and not all(w in haystack for w in words):
-            continue
-        score = 1000.0 if info is exact else _score(info, query_text, words)
-        if score > 0:
-            scored.append((score, info.name))
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    return [cat.metrics[name] for _, name in scored[:limit]]
 
 
 # ---------------------------------------------------------------------------------------------

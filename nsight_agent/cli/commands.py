@@ -201,8 +201,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from nsight_agent.catalog import metrics as catalog
+    from nsight_agent.catalog.search import search_metrics
 
-    found = catalog.search_metrics(" ".join(args.query), args.limit)
+    found = search_metrics(" ".join(args.query), args.limit)
     for m in found:
         print(f"{m.example}  ({m.type}, {m.unit or '-'}): {m.description}")
     print(f"[{catalog.catalog_source().label}]", file=sys.stderr)

@@ -9,6 +9,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from nsight_agent.catalog import metrics as metrics_catalog
+from nsight_agent.catalog import search as metric_search
 from nsight_agent.catalog import skills
 from nsight_agent.catalog.metrics import MetricInfo
 from nsight_agent.catalog.skills import SkillBundle
@@ -68,7 +69,7 @@ async def query_metrics(
 ) -> Annotated[CallToolResult, MetricSearch]:
     """Search ncu metric names and descriptions (this GPU, or the bundled H100/H200 list)."""
     with tool_errors():
-        found = await thread(lambda: metrics_catalog.search_metrics(query, limit))
+        found = await thread(lambda: metric_search.search_metrics(query, limit))
         source = metrics_catalog.catalog_source()
         s = MetricSearch(
             query=query,
