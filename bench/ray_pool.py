@@ -12,6 +12,12 @@ A real MCP client over stdio against ``nsight-agent serve --executor ray`` with 
    when the run folder lands) says which GPU ran it; ``load_run`` gives each config's
    ``gpu__time_duration.sum`` mean, single against pair (target: equal within noise).
 4. One ``compare_variants`` of 3 variants x 2 configs: one job, so one GPU; its verdicts.
+5. The timing path on the pool's GPU hosts (``method="timing"``): ``--rounds`` calls one after
+   another (each a new source), two at once, and a ``compare_variants`` with a stale
+   (memoising) variant; the timing path's kernel time against the ncu runs' of step 3.
+6. A cancel: a ``profile_kernel`` whose setup sleeps is cancelled by the client; the run folder
+   comes back marked ``cancelled`` and the next call runs on the same host (it stayed warm).
+7. ``device_info`` again: each host, its GPU and the jobs it ran.
 
 Run on the 2-GPU machine (2 x H200, ncu) from the repository root, Ray installed (the dev or
 ray extra; for a lent device, ``../shared/device/wheels.sh ray`` then carry ``[".whl"]``)::
@@ -58,6 +64,23 @@ def torch_mul(x):
 
 def add(x):  # x + x == x * 2.0 only for K = 2.0, which compare_variants uses
     return x + x
+
+_memo = {}
+def memo(x):  # right on the first inputs only: the timing path must call it incorrect
+    if x.numel() not in _memo:
+        _memo[x.numel()] = x * @K@
+    return _memo[x.numel()]
+"""
+# A setup that sleeps: the job is cancelled while it runs.
+SLOW = """
+import time, torch
+
+def setup(n, device="cuda"):
+    time.sleep(300)
+    return (torch.randn(n, device=device),)
+
+def run(x):
+    return x * 3.0
 """
 CONFIGS = [{"n": 1 << 24}, {"n": 1 << 26}]
 RUNS = 20
@@ -210,6 +233,91 @@ async def session(rounds: int, dry_run: bool) -> None:
         except Exception:
             say(f"phase compare FAILED:\n{traceback.format_exc()[-2000:]}")
 
+        await timing_phase(call, runs_root, rounds)
+        await cancel_phase(client, call, runs_root)
+        try:
+            seconds, info = await call("device_info", {})
+            pool = (info.structured_content or {}).get("pool") or {}
+            RESULTS["pool_after"] = pool
+            say(f"device_info after: hosts {pool.get('hosts')}, running {pool.get('running')}, "
+                f"queued {pool.get('queued')}")  # fmt: skip
+        except Exception:
+            say(f"phase device_info after FAILED:\n{traceback.format_exc()[-2000:]}")
+
+
+Call = Any  # the session's timed call_tool: (tool, args) -> (seconds, result)
+
+
+async def timing_phase(call: Call, runs_root: Path, rounds: int) -> None:
+    """method="timing" on the pool: one call after another, two at once, a stale variant."""
+    out: dict[str, Any] = {"calls": [], "pair": None}
+    RESULTS["timing"] = out
+
+    async def timed() -> dict[str, Any]:
+        args = {"source": source(), "language": "torch", "configs": CONFIGS, "runs": RUNS,
+                "method": "timing"}  # fmt: skip
+        seconds, result = await call("profile_kernel", args)
+        run_id = (result.structured_content or {}).get("run_id")
+        where = where_of(runs_root, run_id)
+        return {"s": seconds, "run_id": run_id, "gpu": where.get("gpu"), "pid": where.get("pid"),
+                "times_ns": times_of(runs_root, str(run_id))}  # fmt: skip
+
+    try:
+        for r in range(rounds + 1):
+            one = await timed()
+            out["calls"].append(one)
+            say(f"timing call {r}: {one['s']:.2f} s on gpu {one['gpu']} (host pid {one['pid']})")
+        both: list[dict[str, Any]] = []
+        start = time.monotonic()
+
+        async def into() -> None:
+            both.append(await timed())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(into)
+            tg.start_soon(into)
+        out["pair"] = {"s": time.monotonic() - start, "gpus": [b["gpu"] for b in both]}
+        say(f"two timing calls at once: {out['pair']['s']:.2f} s on gpus {out['pair']['gpus']}")
+        variants = [{"name": "run", "entry": "run"}, {"name": "add", "entry": "add"},
+                    {"name": "memo", "entry": "memo"}]  # fmt: skip
+        args = {"source": source(2.0), "language": "torch", "variants": variants,
+                "baseline": "run", "configs": CONFIGS, "runs": RUNS, "method": "timing"}  # fmt: skip
+        seconds, result = await call("compare_variants", args)
+        overall = {k: v.get("verdict") for k, v in
+                   ((result.structured_content or {}).get("overall") or {}).items()}  # fmt: skip
+        out["compare"] = {"s": seconds, "overall": overall}
+        say(f"timing compare_variants 3 variants x 2 configs: {seconds:.2f} s; {overall}")
+    except Exception:
+        say(f"phase timing FAILED:\n{traceback.format_exc()[-2000:]}")
+
+
+async def cancel_phase(client: Client, call: Call, runs_root: Path) -> None:
+    """A running job cancelled by the client: its folder comes back, its host stays."""
+    out: dict[str, Any] = {}
+    RESULTS["cancel"] = out
+    try:
+        before = {d.name for d in runs_root.iterdir()}
+        args = {"source": SLOW, "language": "torch", "configs": [{"n": 1024}], "runs": 1}
+        start = time.monotonic()
+        with anyio.move_on_after(20):
+            await client.call_tool("profile_kernel", args)
+        out["cancelled_after_s"] = time.monotonic() - start
+        await anyio.sleep(5)  # the folder lands once the host has stopped the job
+        new = [runs_root / d for d in {d.name for d in runs_root.iterdir()} - before]
+        status = {d.name: json.loads((d / "status.json").read_text()).get("status")
+                  for d in new if (d / "status.json").is_file()}  # fmt: skip
+        pids = {where_of(runs_root, d.name).get("pid") for d in new}
+        out.update(status=status, host_pids=sorted(p for p in pids if p))
+        args = {"source": source(), "language": "torch", "configs": CONFIGS[:1], "runs": 3,
+                "method": "timing"}  # fmt: skip
+        seconds, result = await call("profile_kernel", args)
+        run_id = (result.structured_content or {}).get("run_id")
+        out["next"] = {"s": seconds, **where_of(runs_root, run_id)}
+        say(f"cancel: runs {status}; host pids {out['host_pids']}; the next call "
+            f"{seconds:.2f} s on host pid {out['next'].get('pid')}")  # fmt: skip
+    except Exception:
+        say(f"phase cancel FAILED:\n{traceback.format_exc()[-2000:]}")
+
 
 def summary() -> None:
     say("\n== summary (medians) ==")
@@ -238,11 +346,38 @@ def summary() -> None:
             say(f"{METRIC} n={n}: alone {med(a) / 1e3:.2f} us, in a pair {med(b) / 1e3:.2f} us, "
                 f"{rel:+.2f} % (spread of the singles {spread:.2f} %; target: equal within noise)")  # fmt: skip
     RESULTS["kernel_time"] = diffs
+    timing_summary()
     if "compare" in RESULTS:
         c = RESULTS["compare"]
         say(
             f"compare_variants: {c['s']:.2f} s on gpu {c['where'].get('gpu')}; verdicts {c['overall']}"
         )
+
+
+def timing_summary() -> None:
+    timing = RESULTS.get("timing") or {}
+    calls = timing.get("calls") or []
+    if len(calls) > 1:
+        warm = med(c["s"] for c in calls[1:])
+        say(f"timing on the pool: first call {calls[0]['s']:.2f} s, then median {warm:.2f} s "
+            f"(target <= 1 s warm)")  # fmt: skip
+        RESULTS["timing_warm_median_s"] = warm
+    ncu = [s.get("times_ns", {}) for s in RESULTS.get("single") or []]
+    for n in sorted({n for c in calls for n in c.get("times_ns", {})}, key=int):
+        a = [c["times_ns"][n] for c in calls if n in c.get("times_ns", {})]
+        b = [t[n] for t in ncu if n in t]
+        if a and b:
+            rel = (med(a) - med(b)) / med(b) * 100
+            say(f"n={n}: timing path {med(a) / 1e3:.2f} us, ncu {med(b) / 1e3:.2f} us, "
+                f"{rel:+.2f} %")  # fmt: skip
+    if timing.get("pair"):
+        say(
+            f"two timing calls at once: {timing['pair']['s']:.2f} s on gpus {timing['pair']['gpus']}"
+        )
+    if timing.get("compare"):
+        say(f"timing compare_variants: {timing['compare']}")
+    if RESULTS.get("cancel"):
+        say(f"cancel: {RESULTS['cancel']}")
 
 
 def main() -> None:

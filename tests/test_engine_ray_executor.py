@@ -47,12 +47,14 @@ def run(x):
 
 SLEEPS = """
 print("VISIBLE", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+print("PID", os.getpid(), flush=True)
 print("START", time.time(), flush=True)
 time.sleep({seconds})
 print("END", time.time(), flush=True)
 """
 
-# Kills its parent (the Ray worker running the task) the first time, or every time.
+# Kills its parent (the GPU host: the pre-flight runs on the host's warm worker) the first
+# time, or every time.
 KILLS_WORKER = """
 flag = {flag!r}
 if {always} or not os.path.exists(flag):
@@ -104,7 +106,12 @@ def executor(cluster: None) -> Iterator[RayExecutor]:
 
 
 def log_values(root: Path, pre: PreflightResult) -> dict[str, str]:
-    text = (root / str(pre.run_id) / "preflight-output.log").read_text()
+    return log_of(root / str(pre.run_id))
+
+
+def log_of(run_dir: Path) -> dict[str, str]:
+    """What the harness printed (VISIBLE, PID, START, END) in a run's pre-flight log."""
+    text = (run_dir / "preflight-output.log").read_text()
     return {line.split()[0]: line.split()[1] for line in text.splitlines() if line[:1].isupper()}
 
 
@@ -145,30 +152,29 @@ def test_the_pool_lists_the_node_its_gpus_and_the_ncu_resource(executor: RayExec
     assert executor.pool_info()["nodes"][0]["ncu_version"] == here.ncu_version  # cached
 
 
-def test_a_cancelled_job_is_reported_cancelled_and_its_processes_die(
+def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_stays(
     executor: RayExecutor, tmp_path: Path
 ) -> None:
     handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
     deadline = time.monotonic() + 30
     while not handle.where and time.monotonic() < deadline:
         time.sleep(0.1)
-    worker = int(handle.where["pid"])
-    time.sleep(3)  # the pre-flight child is running by now (it sleeps 60 s)
+    host = int(handle.where["pid"])
+    time.sleep(3)  # the pre-flight is running by now (it sleeps 60 s)
     handle.cancel()
     t0 = time.monotonic()
     with pytest.raises(CancelledError):
         handle.result(30)
     assert time.monotonic() - t0 < 10
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (
-        Path(f"/proc/{worker}").exists() or process.marked_processes(f"{worker}-")
-    ):
-        time.sleep(0.2)
-    assert not process.marked_processes(f"{worker}-"), "the job's child outlived the cancel"
-    assert not Path(f"/proc/{worker}").exists(), "the Ray worker was not killed"
     # The cancelled run came back from the node, as a local cancel leaves it: in the store,
     # marked cancelled, named by the error, with what the harness printed before the kill.
     (run_dir,) = [d for d in tmp_path.iterdir() if not d.name.startswith(".")]
+    harness = int(log_of(run_dir)["PID"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{harness}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(f"/proc/{harness}").exists(), "the cancelled harness outlived the cancel"
+    assert not [m for m in process.marked_processes(f"{host}-").values() if run_dir.name in m]
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "cancelled", status
     assert (run_dir / "preflight-output.log").read_text().startswith("VISIBLE")
@@ -176,6 +182,11 @@ def test_a_cancelled_job_is_reported_cancelled_and_its_processes_die(
     with pytest.raises(CancelledError) as info:
         handle.result(1)
     assert getattr(info.value, "run_id", None) == run_dir.name
+    # The host was not killed: the next job runs on it (the same process), and passes.
+    assert Path(f"/proc/{host}").exists()
+    after = executor.submit(job("", tmp_path))
+    assert isinstance(after.result(60), PreflightResult)
+    assert int(after.where["pid"]) == host  # the warmest idle host: the one just used
 
 
 def test_a_worker_lost_mid_job_is_retried_once(executor: RayExecutor, tmp_path: Path) -> None:

@@ -597,19 +597,3 @@ async def test_the_timing_method_needs_no_ncu_and_catches_a_stale_variant(
     assert data["overall"]["memo"]["verdict"] == "incorrect"
     assert "geomean_speedup" not in data["overall"]["memo"]
     assert data["overall"]["fast"]["verdict"] != "incorrect"
-
-
-async def test_timing_with_the_ray_executor_on_a_server_without_gpu_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The timing path runs on the server's warm workers: with a Ray pool and no GPU here it
-    would time on the CPU, so it says what to do instead (no Ray needed to see it)."""
-    monkeypatch.setattr("nsight_agent.server.boundary.local_slots", lambda: ["cpu"])
-    async with Client(build_server(tmp_path, executor="ray")) as client:
-        result = await client.call_tool(
-            "profile_kernel",
-            {"source": TRITON_ADD, "configs": [{"n": 8}], "method": "timing"},
-        )
-    assert result.is_error
-    text = "\n".join(c.text for c in result.content if isinstance(c, TextContent))
-    assert "not on the Ray pool" in text and "method='ncu'" in text

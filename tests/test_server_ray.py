@@ -149,3 +149,31 @@ async def test_a_worker_lost_twice_is_reported_through_the_tool(
         assert result.is_error
         assert "died 2 time(s)" in _text(result) and "retried 1 time" in _text(result)
         assert not (await client.call_tool("list_skills", {})).is_error  # still serving
+
+
+async def test_timing_calls_run_on_the_pools_warm_hosts(cluster: None, tmp_path: Path) -> None:
+    """method="timing" is a job for a GPU host like an ncu job: its run folder comes back
+    into the store with where it ran, the stale variant is caught there, and the next call
+    goes to the same warm host."""
+    from tests.test_server import TIMED
+
+    async with Client(build_server(tmp_path, executor="ray")) as client:
+        results = [
+            await client.call_tool(
+                "compare_variants",
+                {
+                    "source": TIMED,
+                    "configs": {"n": [20000]},
+                    "language": "torch",
+                    "method": "timing",
+                    "variants": [{"name": "run"}, {"name": "memo", "entry": "memo"}],
+                },
+            )
+            for _ in range(2)
+        ]
+    for result in results:
+        assert not result.is_error, _text(result)
+        data = result.structured_content or {}
+        assert data["overall"]["memo"]["verdict"] == "incorrect", data["overall"]
+    where = [json.loads((tmp_path / _run_id(r) / "where.json").read_text()) for r in results]
+    assert where[0]["gpu"] in {"0", "1"} and where[0]["pid"] == where[1]["pid"], where

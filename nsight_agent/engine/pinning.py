@@ -64,6 +64,13 @@ def local_slots() -> list[str]:
     return [str(i) for i in range(count)] or ["cpu"]
 
 
+def has_gpu() -> bool:
+    """Whether this machine has a GPU at all (NVML, else torch), whatever
+    ``CUDA_VISIBLE_DEVICES`` says: Ray sets it on machines whose GPUs are only logical."""
+    count = _nvml_count()
+    return bool(count if count is not None else _torch_count())
+
+
 def _nvml_count() -> int | None:
     try:
         import pynvml

@@ -1,16 +1,19 @@
-"""The Ray executor: profiling jobs as Ray tasks on a GPU pool, local or remote.
+"""The Ray executor: profiling and timing jobs on a Ray GPU pool, local or remote.
 
     executor = RayExecutor()                           # a local cluster over this machine's GPUs
     executor = RayExecutor("head-node:6379")           # an existing cluster (token auth applies)
     run = executor.profile(request, runs_root=root, on_progress=say, cancel=event)
-    executor.pool_info()                               # nodes, GPUs, resources, jobs
+    run = executor.time(request, runs_root=root)       # method="timing" on a pool GPU
+    executor.pool_info()                               # nodes, GPUs, hosts, jobs
 
-Each job is one Ray task with one GPU (``num_gpus=1``) and one unit of the custom resource
-``nsight_agent_ncu``, which a node advertises when it has ncu and counter permission::
+Each GPU of the pool that may profile gets a host: a Ray actor (``gpu_host.GpuHost``) holding
+one GPU (``num_gpus=1``) and one unit of the custom resource ``nsight_agent_ncu``, which a node
+advertises when it has ncu and counter permission::
 
     ray start --address HEAD:6379 --resources '{"nsight_agent_ncu": 8}'   # 8 GPUs, all usable
 
-Ray gives the task its own ``CUDA_VISIBLE_DEVICES``; the task profiles into a scratch runs
+A host runs one job at a time on its warm worker, as the local executor's GPU slot does
+(``ray_hosts`` hands hosts to jobs in arrival order). The job profiles into a scratch runs
 root on the node and returns the run folder (``ray_node``), which lands in the server's runs
 root, so ``load_run`` and every tool read it as a local run. A comparison is one job, so it
 stays on one GPU.
@@ -18,17 +21,19 @@ stays on one GPU.
 Failures are specific errors: Ray missing (``RayNotInstalledError``), the cluster unreachable
 (``RayClusterUnreachableError``, checked with a TCP connect first: Ray itself retries for
 minutes), no node offering the GPU and resource, or none free within ``queue_timeout_s``
-(``NoFreeGpuError``), the node or worker lost mid-job, retried once elsewhere and lost again
-(``NodeLostError``). Cancelling (the ``cancel`` event) is ``ray.cancel(ref, force=True)``: the
-worker is killed, and ncu with it. Ray's token authentication (on by default since Ray 2.59)
-is never turned off here: the token comes from ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
-``~/.ray/auth_token`` (docs/DISTRIBUTED.md).
+(``NoFreeGpuError``), a host that cannot start (``RemoteJobError``), the host or its node lost
+mid-job, retried once on another host and lost again (``NodeLostError``). Cancelling (the
+``cancel`` event) asks the host to stop the job, which kills ncu and keeps the host warm; a
+host that does not stop within ``CANCEL_GRACE_S`` is killed, and its node sends the run folder
+back. Ray's token authentication (on by default since Ray 2.59) is never turned off here: the
+token comes from ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``
+(docs/DISTRIBUTED.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import logging
 import threading
 import time
@@ -37,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import ray_node
-from nsight_agent.engine.executor import Executor, Job, JobHandle, JobResult
+from nsight_agent.engine.executor import Executor, Job, JobHandle
+from nsight_agent.engine.gpu_host import GpuHost
 from nsight_agent.engine.pipeline import CancelledError, Progress
 from nsight_agent.engine.ray_cluster import (
     RESOURCE,
@@ -52,9 +58,9 @@ from nsight_agent.engine.ray_cluster import (
     local_resources,
     probe_address,
 )
-from nsight_agent.engine.run_status import tag_run
-from nsight_agent.engine.runs import PreflightResult, check_run_id, default_runs_root, load_run
-from nsight_agent.errors import NsightAgentError
+from nsight_agent.engine.ray_hosts import Host, HostPool
+from nsight_agent.engine.ray_landing import land, salvage_run
+from nsight_agent.engine.runs import default_runs_root
 
 __all__ = [
     "RESOURCE",
@@ -68,16 +74,23 @@ __all__ = [
     "import_ray",
 ]
 
+CANCEL_GRACE_S = 15.0  # a cancelled job's host that has not stopped by then is killed
+IDLE_RELEASE_S = 600.0  # on a cluster we joined: a host idle that long gives its GPU back
+HOST_CALLS = 8  # concurrent calls into one host: its job, cancels, describe, close
+
 
 class RayExecutor(Executor):
-    """Jobs as Ray tasks, one GPU each; artifacts come back into the server's runs root.
+    """Jobs on the GPU hosts of a Ray cluster; artifacts come back into the server's runs root.
 
     ``address``: an existing cluster (None starts a local one over this machine's GPUs,
     advertising the ncu resource when ncu is installed). ``queue_timeout_s``: how long a job
-    may wait for a free GPU. ``max_retries``: reruns after a lost node or worker (1: retried
-    once). ``runtime_env`` / ``init_kwargs``: passed to ``ray.init``."""
+    may wait for a free GPU. ``max_retries``: reruns after a lost host or node (1: retried
+    once). ``idle_release_s``: a host idle that long gives its GPU back (default: never on a
+    local cluster we started, 600 s on a cluster we joined). ``runtime_env`` /
+    ``init_kwargs``: passed to ``ray.init``."""
 
     checks_ncu_here = False  # ncu lives on the nodes
+    runs_timing = True  # on the hosts' warm workers
 
     name = "ray"
 
@@ -89,6 +102,7 @@ class RayExecutor(Executor):
         queue_timeout_s: float = 600.0,
         max_retries: int = 1,
         connect_timeout_s: float = 10.0,
+        idle_release_s: float | None = None,
         runtime_env: dict[str, Any] | None = None,
         init_kwargs: dict[str, Any] | None = None,
     ) -> None:
@@ -97,10 +111,13 @@ class RayExecutor(Executor):
         self.queue_timeout_s = queue_timeout_s
         self.max_retries = max_retries
         self.connect_timeout_s = connect_timeout_s
+        self.idle_release_s = (
+            idle_release_s if idle_release_s is not None else (IDLE_RELEASE_S if address else None)
+        )
         self.runtime_env = runtime_env
         self.init_kwargs = dict(init_kwargs or {})
         self._ray: Any = None
-        self._task: Any = None
+        self._hosts: HostPool | None = None
         self._board: Any = None
         self._owns_cluster = False
         self._owner_stop = threading.Event()
@@ -111,19 +128,20 @@ class RayExecutor(Executor):
     # --- connecting ---------------------------------------------------------------------------
 
     def connect(self) -> Any:
-        """Connect (or start a local cluster) once; reuse a Ray session already initialised."""
+        """Connect (or start a local cluster) once, reusing a Ray session already initialised;
+        start the hosts of the usable GPUs."""
         with self._lock:
             if self._ray is not None:
                 return self._ray
             ray = import_ray()
             if not ray.is_initialized():
                 self._init(ray)
-            self._task = ray.remote(ray_node.node_job).options(
+            host_class = ray.remote(GpuHost).options(
                 num_cpus=1,
                 num_gpus=1,
                 resources={self.resource: 1},
-                max_retries=self.max_retries,
-                retry_exceptions=False,
+                max_concurrency=HOST_CALLS,
+                max_restarts=0,
             )
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -132,6 +150,8 @@ class RayExecutor(Executor):
             )
             board_class = ray.remote(num_cpus=0, scheduling_strategy=here)(ray_node.Board)
             self._board = board_class.remote()
+            self._hosts = HostPool(ray, host_class.remote, self.resource, self.idle_release_s)
+            self._hosts.prestart()
             self._ray = ray
             return ray
 
@@ -163,17 +183,22 @@ class RayExecutor(Executor):
         self._owns_cluster = not self.address
 
     def close(self) -> None:
-        """Cancel this executor's jobs, drop the board; shut down a cluster we started."""
+        """Cancel this executor's jobs, end its hosts; shut down a cluster we started."""
         if self._ray is None:
             return
         with self._lock:
             handles = list(self._jobs.values())
         for handle in handles:
             handle.cancel()
+        for handle in handles:
+            with contextlib.suppress(BaseException):
+                handle.result(CANCEL_GRACE_S)
+        if self._hosts is not None:
+            self._hosts.close()
         if self._owns_cluster:
             self._ray.shutdown()
         self._owner_stop.set()  # the owner thread ends only now, after the cluster
-        self._ray = self._task = self._board = None
+        self._ray = self._hosts = self._board = None
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -189,12 +214,11 @@ class RayExecutor(Executor):
         root = Path(job.runs_root or default_runs_root())
         handle = JobHandle(job, cancel)
         key = uuid.uuid4().hex
-        ref = self._task.remote(dataclasses.replace(job, runs_root=None), key, self._board)
         with self._lock:
             self._jobs[key] = handle
         threading.Thread(
             target=self._drive,
-            args=(handle, key, ref, on_progress, root),
+            args=(handle, key, on_progress, root),
             name=f"nsight-agent-ray-{key[:8]}",
             daemon=True,
         ).start()
@@ -210,22 +234,13 @@ class RayExecutor(Executor):
             "device_info lists the nodes and why each is not given jobs.",
         )
 
-    def _drive(
-        self,
-        handle: JobHandle,
-        key: str,
-        ref: Any,
-        on_progress: Progress | None,
-        root: Path,
-    ) -> None:
+    def _drive(self, handle: JobHandle, key: str, on_progress: Progress | None, root: Path) -> None:
         try:
-            out = self._wait(handle, key, ref, on_progress)
+            out = self._attempts(handle, key, on_progress, root)
             handle.ended = time.time()
-            handle.future.set_result(self._land(out, handle.job, root))
-        except CancelledError as err:
-            handle.ended = time.time()
-            handle.future.set_exception(self._salvage(handle, root, err))
+            handle.future.set_result(land(out, handle.job, root))
         except BaseException as err:  # handed to the waiting caller
+            handle.ended = handle.ended or time.time()
             handle.future.set_exception(err)
         finally:
             with self._lock:
@@ -233,13 +248,58 @@ class RayExecutor(Executor):
             if self._board is not None:
                 self._board.forget.remote(key)
 
-    def _wait(
-        self, handle: JobHandle, key: str, ref: Any, on_progress: Progress | None
+    def _attempts(
+        self, handle: JobHandle, key: str, on_progress: Progress | None, root: Path
     ) -> dict[str, Any]:
+        """The job on the next free host; on another one when its host dies, up to
+        ``max_retries`` times."""
+        assert self._hosts is not None
+        job = dataclasses.replace(handle.job, runs_root=None)
+        lost = 0
+        while True:
+            host = self._hosts.acquire(handle.cancel_event, self.queue_timeout_s)
+            handle.attempts = lost + 1
+            ref = host.actor.run.remote(job, key, self._board)
+            try:
+                out = self._wait(handle, key, ref, host, on_progress)
+            except _HostLost as err:
+                self._hosts.release(host, dead=True)
+                lost += 1
+                if lost > self.max_retries:
+                    raise NodeLostError(
+                        f"The host or node running the job died {lost} time(s); it was retried "
+                        f"{self.max_retries} time(s) and lost again: {err}.",
+                        "The run's files stayed on the lost node. A crash in native code that "
+                        "kills its parent, the OOM killer or a node going down cause this; "
+                        "device_info shows the nodes still alive.",
+                    ) from err.__cause__
+                continue
+            except _HostKilled as err:
+                self._hosts.release(host, dead=True)
+                handle.ended = time.time()
+                raise salvage_run(
+                    self._ray, handle.where, handle.ended, root, err.cancelled
+                ) from None
+            except BaseException:
+                self._hosts.release(host)
+                raise
+            self._hosts.release(host)
+            return out
+
+    def _wait(
+        self,
+        handle: JobHandle,
+        key: str,
+        ref: Any,
+        host: Host,
+        on_progress: Progress | None,
+    ) -> dict[str, Any]:
+        """The host's answer, showing progress; a cancel is passed on to the host, which is
+        killed if the job has not stopped ``CANCEL_GRACE_S`` later."""
         ray = self._ray
-        deadline = time.monotonic() + self.queue_timeout_s
         shown: list[Any] = []
         state: dict[str, Any] | None = None
+        cancelled_at: float | None = None
         while True:
             ready, _ = ray.wait([ref], timeout=0.25)
             state = self._state(key) or state
@@ -250,64 +310,22 @@ class RayExecutor(Executor):
                     on_progress(int(shown[0]), int(shown[1]), str(shown[2]))
             if ready:
                 break
-            if handle.cancel_event.is_set():
-                ray.cancel(ref, force=True)
-                raise CancelledError("The job was cancelled; its Ray task (and ncu) was killed.")
-            if state is None and time.monotonic() > deadline:
-                ray.cancel(ref, force=True)
-                raise NoFreeGpuError(
-                    f"No GPU of the Ray cluster became free within {self.queue_timeout_s:g} s.",
-                    "Every GPU with the ncu resource is busy: wait, add nodes, or raise the "
-                    "queue timeout; device_info shows the jobs running and queued.",
+            if handle.cancel_event.is_set() and cancelled_at is None:
+                cancelled_at = time.monotonic()
+                host.actor.cancel.remote(key)
+            if cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE_S:
+                assert self._hosts is not None
+                self._hosts.kill(host)
+                raise _HostKilled(
+                    CancelledError("The job was cancelled; its GPU host (and ncu) was killed.")
                 )
-        return self._result_of(ray, ref, key, state)
-
-    def _result_of(
-        self, ray: Any, ref: Any, key: str, state: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        lost = (
-            ray.exceptions.WorkerCrashedError,
-            ray.exceptions.NodeDiedError,
-            ray.exceptions.LocalRayletDiedError,
-            ray.exceptions.ObjectLostError,
-        )
         try:
             out: dict[str, Any] = ray.get(ref)
             return out
-        except ray.exceptions.TaskCancelledError as err:
-            raise CancelledError("The job's Ray task was cancelled.") from err
-        except lost as err:
-            attempts = int(((self._state(key) or state) or {}).get("attempts", 0))
-            raise NodeLostError(
-                f"The node or worker running the job died {attempts} time(s); it was retried "
-                f"{self.max_retries} time(s) and lost again: {type(err).__name__}.",
-                "The run's files stayed on the lost node. A crash in native code that kills "
-                "its parent, the OOM killer or a node going down cause this; device_info "
-                "shows the nodes still alive.",
-            ) from err
+        except ray.exceptions.RayActorError as err:
+            raise _HostLost(type(err).__name__) from err
         except ray.exceptions.RayError as err:
             raise RemoteJobError(f"The job failed in Ray: {err}") from err
-
-    def _salvage(self, handle: JobHandle, root: Path, err: CancelledError) -> BaseException:
-        """Bring a force-cancelled job's run folder back from its node (best effort, 30 s):
-        the error then names the run, which the store keeps as ``cancelled``."""
-        where = handle.where
-        if not where.get("scratch") or not where.get("node_id"):
-            return err  # cancelled before it started: no run folder anywhere
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        try:
-            strategy = NodeAffinitySchedulingStrategy(where["node_id"], soft=False)
-            task = self._ray.remote(ray_node.salvage).options(
-                num_cpus=0, scheduling_strategy=strategy
-            )
-            data = self._ray.get(task.remote(where["scratch"], int(where["pid"])), timeout=30)
-            run_ids = ray_node.unpack(data, root) if data else []
-        except Exception:  # the node may be gone too: the cancel itself stands
-            return err
-        for run_id in run_ids:
-            _write_where({**where, "run_id": run_id, "ended": handle.ended}, root)
-        return tag_run(err, run_ids[0]) if run_ids else err
 
     def _state(self, key: str) -> dict[str, Any] | None:
         try:
@@ -315,21 +333,6 @@ class RayExecutor(Executor):
         except Exception:  # the board is only a convenience
             return None
         return state
-
-    def _land(self, out: dict[str, Any], job: Job, root: Path) -> JobResult:
-        ray_node.unpack(out["tar"], root)
-        _write_where(out, root)
-        if not out["ok"]:
-            payload = out["error"]
-            err = ray_node.rebuild_error(payload, out["scratch"], root)
-            if err is None:
-                err = RemoteJobError(f"{payload['type']} on {out['node']}: {payload['text']}")
-            raise err
-        if job.mode == "preflight":
-            return PreflightResult.model_validate_json(out["preflight"])
-        run = load_run(out["run_id"], runs_root=root)
-        run.extra["executor"] = {k: out[k] for k in ("node", "gpu", "pid", "started", "ended")}
-        return run
 
     # --- the pool -----------------------------------------------------------------------------
 
@@ -363,13 +366,7 @@ class RayExecutor(Executor):
             {**ray_node.node_info(n, self.resource), **facts.get(n.get("NodeID"), {})}
             for n in raw_nodes
         ]
-        try:
-            states = dict(ray.get(self._board.snapshot.remote(), timeout=5))
-        except Exception:
-            states = {}
-        with self._lock:
-            keys = list(self._jobs)
-        running = sum(1 for k in keys if k in states and states[k].get("info"))
+        assert self._hosts is not None
         free = ray.available_resources()
         return {
             "executor": self.name,
@@ -377,30 +374,24 @@ class RayExecutor(Executor):
             "resource": self.resource,
             "nodes": nodes,
             "gpus": sum(n["gpus"] for n in nodes if n["alive"]),
-            "gpus_free": float(free.get("GPU", 0.0)),
-            "running": running,
-            "queued": len(keys) - running,
+            "gpus_free": float(free.get("GPU", 0.0)),  # not held by a host or other work
+            **self._hosts.info(),
         }
 
 
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _write_where(out: dict[str, Any], root: Path) -> None:
-    """``where.json`` in the landed run folder, passed or failed: the run store keeps which
-    node and GPU (the Ray task's ``CUDA_VISIBLE_DEVICES``) ran the job, which the run folder
-    alone does not say once it has left the node (benchmarks and post-mortems read it)."""
-    run_id = out.get("run_id")
-    if not isinstance(run_id, str):
-        return
-    try:
-        check_run_id(run_id)  # the id comes from the node: no path outside the runs root
-    except NsightAgentError:
-        return
-    folder = root / run_id
-    if folder.is_dir():
-        where = {k: out.get(k) for k in ("node", "gpu", "pid", "started", "ended")}
-        (folder / "where.json").write_text(json.dumps(where, indent=1))
+class _HostLost(Exception):
+    """The job's host actor died (its process, or its node)."""
+
+
+class _HostKilled(Exception):
+    """We killed the job's host: it did not stop within the grace after a cancel."""
+
+    def __init__(self, cancelled: CancelledError) -> None:
+        super().__init__(str(cancelled))
+        self.cancelled = cancelled
 
 
 def _note_start(handle: JobHandle, state: dict[str, Any]) -> None:

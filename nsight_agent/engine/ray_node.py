@@ -1,16 +1,17 @@
-"""The node side of the Ray executor: the task that runs one job on a GPU node, the board
-through which it says where it runs and how far it is, how its run folder travels back, and
-what each node offers (GPUs, the ncu resource; why a node gets no jobs).
+"""The node side of the Ray executor, shared by its GPU hosts (``gpu_host``): how a job runs
+into a scratch runs root and its run folder travels back, the board through which a job says
+where it runs and how far it is, and what each node offers (GPUs, the ncu resource; why a
+node gets no jobs).
 
-The task profiles into a scratch runs root (``$TMPDIR/nsight-agent-ray/<pid>-*``), then
-returns the whole run folder as tar bytes with the result (or the error, as data); the server
-unpacks it into its own runs root, so ``load_run`` reads it like any local run. Nothing here
-imports Ray: the executor wraps ``node_job`` and ``Board`` with ``ray.remote``.
+A job profiles into a scratch runs root (``$TMPDIR/nsight-agent-ray/<pid>-*``), then returns
+the whole run folder as tar bytes with the result (or the error, as data); the server unpacks
+it into its own runs root, so ``load_run`` reads it like any local run. Nothing here imports
+Ray: the executor wraps ``Board``, ``node_facts`` and ``salvage`` with ``ray.remote``.
 
-Belonging on the node: every process the pipeline starts dies with the Ray worker
-(``process``: parent-death signal), so a force-cancelled task takes ncu with it; what ncu
-started carries the run's marker and is reaped by the next task on the node
-(``process.reap_orphans``), which also removes scratch folders of dead workers.
+Belonging on the node: every process the pipeline starts dies with its host (``process``:
+parent-death signal), so a killed host takes ncu with it; what ncu started carries the run's
+marker and is reaped by the next job on the node (``process.reap_orphans``), which also
+removes scratch folders of dead hosts.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ import socket
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import process
-from nsight_agent.engine.executor import Job, run_job
+from nsight_agent.engine.executor import JobResult
+from nsight_agent.engine.pipeline import Progress
 from nsight_agent.engine.run_status import FINAL, read_status, write_status
 from nsight_agent.engine.runs import PreflightResult, check_run_id
 from nsight_agent.errors import InvalidRequestError, RunIdCollisionError
@@ -39,7 +42,7 @@ _STANDARD = {"CPU", "GPU", "memory", "object_store_memory"}
 
 
 class Board:
-    """Where each job's task reports its start (node, GPU, pid; once per attempt) and its
+    """Where each job's host reports its start (node, GPU, pid; once per attempt) and its
     progress; the server polls it. A Ray actor (``num_cpus=0``) on the server's node."""
 
     def __init__(self) -> None:
@@ -69,7 +72,7 @@ def scratch_base() -> Path:
 
 
 def sweep_scratch() -> None:
-    """Remove scratch roots whose worker is gone (a force-cancelled or crashed task)."""
+    """Remove scratch roots whose host is gone (killed, or crashed)."""
     base = scratch_base()
     if not base.is_dir():
         return
@@ -79,31 +82,39 @@ def sweep_scratch() -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def node_job(job: Job, key: str, board: Any) -> dict[str, Any]:
-    """Run ``job`` on this node (the Ray task's body): the answer is plain data, the run
-    folder as tar bytes included, whether the job passed or raised."""
+def where_here() -> dict[str, Any]:
+    """This process on its node: host name, GPU (Ray's ``CUDA_VISIBLE_DEVICES``), pid, node id."""
+    return {
+        "node": socket.gethostname(),
+        "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        "pid": os.getpid(),
+        "node_id": _node_id(),
+    }
+
+
+# Runs a job into a scratch runs root, reporting progress: (root, progress) -> result.
+Runner = Callable[[Path, Progress], JobResult]
+
+
+def run_in_scratch(key: str, board: Any, runner: Runner) -> dict[str, Any]:
+    """Run one job on this node into a new scratch runs root: the answer is plain data, the
+    run folder as tar bytes included, whether the job passed or raised."""
     process.reap_orphans()
     sweep_scratch()
     base = scratch_base()
     base.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
-    info = {
-        "node": socket.gethostname(),
-        "gpu": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-        "pid": os.getpid(),
-        "started": time.time(),
-        "scratch": str(scratch),  # for salvage() when the task is force-cancelled
-        "node_id": _node_id(),
-    }
+    # scratch and node id: for salvage() when the host is killed mid-job
+    info = {**where_here(), "started": time.time(), "scratch": str(scratch)}
     _tell(board, "started", key, info)
 
     def progress(done: int, total: int, message: str) -> None:
         _tell(board, "progress", key, done, total, message)
 
-    out: dict[str, Any] = {**info, "scratch": str(scratch), "ok": True}
+    out: dict[str, Any] = {**info, "ok": True}
     try:
         try:
-            result = run_job(job, runs_root=scratch, on_progress=progress)
+            result = runner(scratch, progress)
         except Exception as err:  # shipped back as data, rebuilt by the server
             out.update(ok=False, error=error_payload(err), run_id=getattr(err, "run_id", None))
         else:
@@ -118,7 +129,7 @@ def node_job(job: Job, key: str, board: Any) -> dict[str, Any]:
 
 
 def salvage(scratch: str, pid: int) -> bytes:
-    """On the node of a force-cancelled task: once its worker ``pid`` is gone, kill what it
+    """On the node of a host killed mid-job: once the host ``pid`` is gone, kill what it
     left (its marked children), mark its run folders cancelled and send them back as tar bytes
     (then remove the scratch root), so the server's store keeps the cancelled run as a local
     cancel would. Only a folder under this node's scratch base is read."""
@@ -133,7 +144,7 @@ def salvage(scratch: str, pid: int) -> bytes:
         status = read_status(run_dir) or {}
         if status.get("status") not in FINAL:
             write_status(
-                run_dir, run_dir.name, "cancelled", message="cancelled: its Ray task was killed"
+                run_dir, run_dir.name, "cancelled", message="cancelled: its GPU host was killed"
             )
     data = pack(folder)
     shutil.rmtree(folder, ignore_errors=True)
@@ -141,7 +152,7 @@ def salvage(scratch: str, pid: int) -> bytes:
 
 
 def _node_id() -> str | None:
-    with contextlib.suppress(Exception):  # outside a Ray task (tests call node_job directly)
+    with contextlib.suppress(Exception):  # outside Ray (tests run jobs directly)
         ray = importlib.import_module("ray")
         return str(ray.get_runtime_context().get_node_id())
     return None

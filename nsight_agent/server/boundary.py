@@ -26,7 +26,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from nsight_agent import service
-from nsight_agent.engine.executor import Executor, LocalExecutor, local_slots
+from nsight_agent.engine.executor import Executor, LocalExecutor
 from nsight_agent.engine.pipeline import Progress, RunResult
 from nsight_agent.engine.worker import WorkerPool
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
@@ -183,13 +183,7 @@ async def run_profile(request: ProfileRequest, ctx: Context, method: str = "ncu"
     ``method="timing"``, timed on a warm worker without counters."""
     st = state(ctx)
     if method == "timing":
-        if st.executor is not None and not st.executor.checks_ncu_here and local_slots() == ["cpu"]:
-            # The timing path runs on this server's warm workers, never on the pool's nodes.
-            raise InvalidRequestError(
-                "method='timing' runs on this server's own GPU, not on the Ray pool, and this "
-                "server has no GPU.",
-                "Use method='ncu' to profile on the pool's GPUs, or run the server on a GPU node.",
-            )
+        # Queued on the executor's GPUs (the local slots, or the Ray pool's hosts) like ncu jobs.
         pool = st.workers or WorkerPool()
         return await execute(
             ctx,

@@ -1,0 +1,81 @@
+"""Where a Ray job's run folder lands: the server's side of its trip back from the node.
+
+    result = land(out, job, root)                 # the host's answer -> RunResult / PreflightResult
+    err = salvage_run(ray, where, ended, root, cancelled)   # a killed host's folder, if any
+
+The folder is unpacked into the server's runs root (``ray_node.unpack``: only run folders,
+never over an existing run) with a ``where.json`` saying which node, GPU and host ran it; a
+job that failed on the node raises its own error class here, its paths rewritten to the
+server's runs root.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.engine import ray_node
+from nsight_agent.engine.executor import Job, JobResult
+from nsight_agent.engine.pipeline import CancelledError
+from nsight_agent.engine.ray_cluster import RemoteJobError
+from nsight_agent.engine.run_status import tag_run
+from nsight_agent.engine.runs import PreflightResult, check_run_id, load_run
+from nsight_agent.errors import NsightAgentError
+
+WHERE_KEYS = ("node", "gpu", "pid", "started", "ended")
+
+
+def land(out: dict[str, Any], job: Job, root: Path) -> JobResult:
+    """The host's answer into the runs root: the job's result, or its error raised."""
+    ray_node.unpack(out["tar"], root)
+    write_where(out, root)
+    if not out["ok"]:
+        payload = out["error"]
+        err = ray_node.rebuild_error(payload, out["scratch"], root)
+        if err is None:
+            err = RemoteJobError(f"{payload['type']} on {out['node']}: {payload['text']}")
+        raise err
+    if job.mode == "preflight":
+        return PreflightResult.model_validate_json(out["preflight"])
+    run = load_run(out["run_id"], runs_root=root)
+    run.extra["executor"] = {k: out[k] for k in WHERE_KEYS}
+    return run
+
+
+def salvage_run(
+    ray: Any, where: dict[str, Any], ended: float | None, root: Path, err: CancelledError
+) -> BaseException:
+    """Bring the run folder of a job whose host was killed back from its node (best effort,
+    30 s): the error then names the run, which the store keeps as ``cancelled``."""
+    if not where.get("scratch") or not where.get("node_id"):
+        return err  # cancelled before it started: no run folder anywhere
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    try:
+        strategy = NodeAffinitySchedulingStrategy(where["node_id"], soft=False)
+        task = ray.remote(ray_node.salvage).options(num_cpus=0, scheduling_strategy=strategy)
+        data = ray.get(task.remote(where["scratch"], int(where["pid"])), timeout=30)
+        run_ids = ray_node.unpack(data, root) if data else []
+    except Exception:  # the node may be gone too: the cancel itself stands
+        return err
+    for run_id in run_ids:
+        write_where({**where, "run_id": run_id, "ended": ended}, root)
+    return tag_run(err, run_ids[0]) if run_ids else err
+
+
+def write_where(out: dict[str, Any], root: Path) -> None:
+    """``where.json`` in the landed run folder, passed or failed: the run store keeps which
+    node, GPU (the host's ``CUDA_VISIBLE_DEVICES``) and host process ran the job, which the
+    run folder alone does not say once it has left the node (benchmarks and post-mortems)."""
+    run_id = out.get("run_id")
+    if not isinstance(run_id, str):
+        return
+    try:
+        check_run_id(run_id)  # the id comes from the node: no path outside the runs root
+    except NsightAgentError:
+        return
+    folder = root / run_id
+    if folder.is_dir():
+        where = {k: out.get(k) for k in WHERE_KEYS}
+        (folder / "where.json").write_text(json.dumps(where, indent=1))
