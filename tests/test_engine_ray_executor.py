@@ -182,8 +182,16 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     with pytest.raises(CancelledError) as info:
         handle.result(1)
     assert getattr(info.value, "run_id", None) == run_dir.name
-    # The host was not killed: the next job runs on it (the same process), and passes.
+    # The host was not killed, and its worker (killed with the job) is started again.
     assert Path(f"/proc/{host}").exists()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        hosts = executor.pool_info()["hosts"]
+        if len(hosts) == 2 and all(h.get("warm") for h in hosts):
+            break
+        time.sleep(0.5)
+    assert [h.get("warm") for h in hosts] == [True, True], hosts
+    # The next job runs on it (the same process), and passes.
     after = executor.submit(job("", tmp_path))
     assert isinstance(after.result(60), PreflightResult)
     assert int(after.where["pid"]) == host  # the warmest idle host: the one just used
@@ -235,3 +243,50 @@ def test_no_node_with_the_resource_is_an_error_at_once(cluster: None, tmp_path: 
 
 def test_token_authentication_stays_on(cluster: None) -> None:
     assert os.environ.get("RAY_AUTH_MODE", "token") != "disabled"
+
+
+def test_an_idle_host_gives_its_gpu_back_and_the_next_job_starts_a_new_one(
+    cluster: None, tmp_path: Path
+) -> None:
+    pool = RayExecutor(queue_timeout_s=60, idle_release_s=1)
+    try:
+        first = pool.submit(job("", tmp_path))
+        assert isinstance(first.result(60), PreflightResult)
+        deadline = time.monotonic() + 30
+        info = pool.pool_info()
+        while (info["hosts"] or info["gpus_free"] < 2) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            info = pool.pool_info()
+        assert info["hosts"] == [] and info["idle_release_s"] == 1, info
+        assert info["gpus_free"] == 2, info  # given back to the cluster
+        second = pool.submit(job("", tmp_path))
+        assert isinstance(second.result(60), PreflightResult)
+        assert second.where["pid"] != first.where["pid"]  # a new host
+    finally:
+        pool.close()
+
+
+def test_a_host_that_cannot_start_is_an_error_not_a_wait(cluster: None) -> None:
+    """Two hosts failing to start in a row, none up: the job gets Ray's reason at once."""
+    import threading
+
+    from nsight_agent.engine.ray_cluster import RemoteJobError
+    from nsight_agent.engine.ray_hosts import HostPool
+
+    class BrokenHost:  # what a node without nsight-agent's libraries would do
+        def __init__(self) -> None:
+            raise ImportError("No module named 'nsight_agent' (on the node)")
+
+        def describe(self) -> dict[str, Any]:
+            return {}
+
+    hosts = HostPool(ray, ray.remote(BrokenHost).options(num_cpus=0).remote, RESOURCE)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(
+            RemoteJobError, match=r"could not start.*No module named 'nsight_agent'"
+        ):
+            hosts.acquire(threading.Event(), 60)
+        assert time.monotonic() - t0 < 30
+    finally:
+        hosts.close()

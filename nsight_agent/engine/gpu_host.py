@@ -19,6 +19,7 @@ back like any other and the host stays warm for the next job. Nothing here impor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from pathlib import Path
@@ -44,21 +45,28 @@ class GpuHost:
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.jobs_done = 0
-        if warm:
-            threading.Thread(
-                target=self._warm_up, name="nsight-agent-host-warm", daemon=True
-            ).start()
+        self._warm = warm
+        self._warm_up()
 
     def _warm_up(self) -> None:
-        # The worker watches its parent process, not this thread: it outlives the thread.
-        try:
-            self._workers.get("cpu" if self.device == "cpu" else "cuda:0").start()
-        except Exception:  # the first job starts it again and reports what goes wrong
-            return
+        """Start the worker in the background unless it runs (a cancel or a crashing kernel
+        kills it mid-job: the next job would pay for its start)."""
+        worker = self._workers.get("cpu" if self.device == "cpu" else "cuda:0")
+        if self._warm and not worker.alive():
+            # The worker watches its parent process, not this thread: it outlives the thread.
+            # A start that fails is retried by the next job, which reports what goes wrong.
+            def start() -> None:
+                with contextlib.suppress(Exception):
+                    worker.start()
+
+            threading.Thread(target=start, name="nsight-agent-host-warm", daemon=True).start()
 
     def describe(self) -> dict[str, Any]:
-        """Where the host runs (node, GPU, pid, node id) and what it did; also its ready call."""
-        return {**self.where, "device": self.device, "jobs_done": self.jobs_done}
+        """Where the host runs (node, GPU, pid, node id), what it did and whether its worker
+        is up; also the call whose answer says the host is ready."""
+        worker = self._workers.get("cpu" if self.device == "cpu" else "cuda:0")
+        return {**self.where, "device": self.device, "jobs_done": self.jobs_done,
+                "warm": worker.alive()}  # fmt: skip
 
     def run(self, job: Job, key: str, board: Any) -> dict[str, Any]:
         """Run ``job`` on this GPU into a scratch runs root; the answer is plain data."""
@@ -74,6 +82,7 @@ class GpuHost:
             with self._lock:
                 self._cancels.pop(key, None)
                 self.jobs_done += 1
+            self._warm_up()
 
     def cancel(self, key: str) -> None:
         """Stop job ``key`` (running or about to run) on this host."""

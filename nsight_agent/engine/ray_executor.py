@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import threading
 import time
 import uuid
@@ -86,7 +87,7 @@ class RayExecutor(Executor):
     advertising the ncu resource when ncu is installed). ``queue_timeout_s``: how long a job
     may wait for a free GPU. ``max_retries``: reruns after a lost host or node (1: retried
     once). ``idle_release_s``: a host idle that long gives its GPU back (default: never on a
-    local cluster we started, 600 s on a cluster we joined). ``runtime_env`` /
+    local cluster we started, 600 s on a cluster we joined; ``math.inf``: never). ``runtime_env`` /
     ``init_kwargs``: passed to ``ray.init``."""
 
     checks_ncu_here = False  # ncu lives on the nodes
@@ -111,9 +112,10 @@ class RayExecutor(Executor):
         self.queue_timeout_s = queue_timeout_s
         self.max_retries = max_retries
         self.connect_timeout_s = connect_timeout_s
-        self.idle_release_s = (
-            idle_release_s if idle_release_s is not None else (IDLE_RELEASE_S if address else None)
-        )
+        if idle_release_s is None:
+            idle_release_s = IDLE_RELEASE_S if address else None
+        # math.inf keeps the hosts, as None does (and stays out of JSON answers)
+        self.idle_release_s = None if idle_release_s == math.inf else idle_release_s
         self.runtime_env = runtime_env
         self.init_kwargs = dict(init_kwargs or {})
         self._ray: Any = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -62,6 +63,14 @@ def usable_gpus(nodes: list[dict[str, Any]], resource: str) -> int:
             res = node.get("Resources") or {}
             total += int(min(float(res.get("GPU", 0)), float(res.get(resource, 0))))
     return total
+
+
+def start_failure(err: BaseException) -> str:
+    """Why a host failed to start, in one line: Ray's text ends with the constructor's own
+    exception after a traceback, in terminal colours."""
+    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(err)).splitlines()]
+    last = next((ln for ln in reversed(lines) if ln and not set(ln) <= set("^~ ")), "")
+    return f"{type(err).__name__}: {last[:300]}"
 
 
 class HostPool:
@@ -164,14 +173,25 @@ class HostPool:
     # --- what device_info shows ---------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
+        """Each host (node, GPU, state, jobs, whether its worker is warm, asked of the host
+        within 2 s), the jobs running and waiting."""
+        self._note_started()
         with self._cond:
-            hosts = [h.info() for h in self._hosts if h.state != "dead"]
-            return {
-                "hosts": hosts,
-                "running": sum(1 for h in hosts if h["state"] == "busy"),
-                "queued": len(self._line),
-                "idle_release_s": self._idle_release_s,
-            }
+            hosts = [h for h in self._hosts if h.state != "dead"]
+            rows = [h.info() for h in hosts]
+            queued = len(self._line)
+        up = [(row, h.actor.describe.remote()) for row, h in zip(rows, hosts) if h.where]
+        with contextlib.suppress(Exception):  # a host that does not answer shows no "warm"
+            ready, _ = self._ray.wait([ref for _, ref in up], num_returns=len(up), timeout=2)
+            for row, ref in up:
+                if ref in ready:
+                    row["warm"] = bool(self._ray.get(ref).get("warm"))
+        return {
+            "hosts": rows,
+            "running": sum(1 for r in rows if r["state"] == "busy"),
+            "queued": queued,
+            "idle_release_s": self._idle_release_s,
+        }
 
     # --- inside -------------------------------------------------------------------------------
 
@@ -225,7 +245,7 @@ class HostPool:
             except Exception as err:  # the actor's constructor failed, or its node went away
                 with self._cond:
                     self._failures += 1
-                    self._start_error = f"{type(err).__name__}: {str(err)[:300]}"
+                    self._start_error = start_failure(err)
                 self.kill(host)
                 continue
             with self._cond:
