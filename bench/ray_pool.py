@@ -302,7 +302,16 @@ async def cancel_phase(client: Client, call: Call, runs_root: Path) -> None:
         with anyio.move_on_after(20):
             await client.call_tool("profile_kernel", args)
         out["cancelled_after_s"] = time.monotonic() - start
-        await anyio.sleep(5)  # the folder lands once the host has stopped the job
+        # The host stops the job, sends the folder back and starts its worker again.
+        waited = time.monotonic()
+        for _ in range(60):
+            _, info = await call("device_info", {})
+            hosts = ((info.structured_content or {}).get("pool") or {}).get("hosts") or []
+            if hosts and all(h.get("warm") for h in hosts):
+                break
+            await anyio.sleep(0.5)
+        out["hosts_warm_again_s"] = time.monotonic() - waited
+        out["hosts"] = hosts
         new = [runs_root / d for d in {d.name for d in runs_root.iterdir()} - before]
         status = {d.name: json.loads((d / "status.json").read_text()).get("status")
                   for d in new if (d / "status.json").is_file()}  # fmt: skip
@@ -313,7 +322,8 @@ async def cancel_phase(client: Client, call: Call, runs_root: Path) -> None:
         seconds, result = await call("profile_kernel", args)
         run_id = (result.structured_content or {}).get("run_id")
         out["next"] = {"s": seconds, **where_of(runs_root, run_id)}
-        say(f"cancel: runs {status}; host pids {out['host_pids']}; the next call "
+        say(f"cancel: hosts warm again {out['hosts_warm_again_s']:.1f} s after; runs {status}; "
+            f"host pids {out['host_pids']}; the next call "
             f"{seconds:.2f} s on host pid {out['next'].get('pid')}")  # fmt: skip
     except Exception:
         say(f"phase cancel FAILED:\n{traceback.format_exc()[-2000:]}")
