@@ -131,7 +131,7 @@ def server(runs_root: Path) -> StdioServerParameters:
     )
 
 
-async def session(rounds: int, dry_run: bool) -> None:
+async def session(rounds: int, dry_run: bool, phases: set[str]) -> None:
     runs_root = Path(tempfile.mkdtemp(prefix="ray-pool-runs-"))
     RESULTS["runs_root"] = str(runs_root)
     say(f"runs root: {runs_root}")
@@ -169,72 +169,12 @@ async def session(rounds: int, dry_run: bool) -> None:
             RESULTS["dry_run"] = {"is_error": result.is_error, "text": _text(result)[:1500]}
             return
 
-        try:
-            warm = await profile()
-            say(
-                f"warm-up profile_kernel (Ray worker start): {warm['s']:.2f} s on gpu {warm['gpu']}"
-            )
-            RESULTS["warmup"] = warm
-        except Exception:
-            say(f"phase warm-up FAILED:\n{traceback.format_exc()[-2000:]}")
-
-        async def into(out: list[dict[str, Any]]) -> None:
-            out.append(await profile())
-
-        singles: list[dict[str, Any]] = []
-        pairs: list[dict[str, Any]] = []
-        RESULTS["single"], RESULTS["pair"] = singles, pairs
-        for r in range(rounds):
-            for side in ("single", "pair") if r % 2 == 0 else ("pair", "single"):
-                try:
-                    if side == "single":
-                        one = await profile()
-                        one["times_ns"] = times_of(runs_root, one["run_id"])
-                        singles.append(one)
-                        say(f"round {r} single {one['s']:7.2f} s on gpu {one['gpu']}")
-                        continue
-                    both: list[dict[str, Any]] = []
-                    start = time.monotonic()
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(into, both)
-                        tg.start_soon(into, both)
-                    wall = time.monotonic() - start
-                    for one in both:
-                        one["times_ns"] = times_of(runs_root, one["run_id"])
-                    gpus = [one["gpu"] for one in both]
-                    pairs.append({"s": wall, "calls": both, "gpus": gpus})
-                    each = ", ".join(f"{one['s']:.2f}" for one in both)
-                    say(f"round {r} pair   {wall:7.2f} s (calls {each} s) on gpus {gpus}"
-                        + ("" if len(set(gpus)) == 2 else "  SAME GPU"))  # fmt: skip
-                except Exception:
-                    say(f"round {r} {side} FAILED:\n{traceback.format_exc()[-2000:]}")
-
-        try:
-            variants = [
-                {"name": "run", "entry": "run"},
-                {"name": "torch_mul", "entry": "torch_mul"},
-                {"name": "add", "entry": "add"},
-            ]
-            args = {"source": source(2.0), "language": "torch", "variants": variants,
-                    "baseline": "run", "configs": CONFIGS, "runs": RUNS}  # fmt: skip
-            seconds, result = await call("compare_variants", args)
-            content = result.structured_content or {}
-            run_id = content.get("run_id")
-            where = where_of(runs_root, run_id)
-            overall = {k: v.get("verdict") for k, v in content.get("overall", {}).items()}
-            say(f"compare_variants 3 variants x 2 configs: {seconds:.2f} s, one job on node "
-                f"{where.get('node')} gpu {where.get('gpu')}; verdicts {overall}")  # fmt: skip
-            RESULTS["compare"] = {
-                "s": seconds,
-                "run_id": run_id,
-                "where": where,
-                "overall": overall,
-            }
-        except Exception:
-            say(f"phase compare FAILED:\n{traceback.format_exc()[-2000:]}")
-
-        await timing_phase(call, runs_root, rounds)
-        await cancel_phase(client, call, runs_root)
+        if "pool" in phases:
+            await pool_phases(call, profile, runs_root, rounds)
+        if "timing" in phases:
+            await timing_phase(call, runs_root, rounds)
+        if "cancel" in phases:
+            await cancel_phase(client, call, runs_root)
         try:
             seconds, info = await call("device_info", {})
             pool = (info.structured_content or {}).get("pool") or {}
@@ -243,6 +183,71 @@ async def session(rounds: int, dry_run: bool) -> None:
                 f"queued {pool.get('queued')}")  # fmt: skip
         except Exception:
             say(f"phase device_info after FAILED:\n{traceback.format_exc()[-2000:]}")
+
+
+async def pool_phases(call: Call, profile: Any, runs_root: Path, rounds: int) -> None:
+    """Steps 2-4: the warm-up call, single against pair rounds, one comparison."""
+    try:
+        warm = await profile()
+        say(f"warm-up profile_kernel (Ray worker start): {warm['s']:.2f} s on gpu {warm['gpu']}")
+        RESULTS["warmup"] = warm
+    except Exception:
+        say(f"phase warm-up FAILED:\n{traceback.format_exc()[-2000:]}")
+
+    async def into(out: list[dict[str, Any]]) -> None:
+        out.append(await profile())
+
+    singles: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    RESULTS["single"], RESULTS["pair"] = singles, pairs
+    for r in range(rounds):
+        for side in ("single", "pair") if r % 2 == 0 else ("pair", "single"):
+            try:
+                if side == "single":
+                    one = await profile()
+                    one["times_ns"] = times_of(runs_root, one["run_id"])
+                    singles.append(one)
+                    say(f"round {r} single {one['s']:7.2f} s on gpu {one['gpu']}")
+                    continue
+                both: list[dict[str, Any]] = []
+                start = time.monotonic()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(into, both)
+                    tg.start_soon(into, both)
+                wall = time.monotonic() - start
+                for one in both:
+                    one["times_ns"] = times_of(runs_root, one["run_id"])
+                gpus = [one["gpu"] for one in both]
+                pairs.append({"s": wall, "calls": both, "gpus": gpus})
+                each = ", ".join(f"{one['s']:.2f}" for one in both)
+                say(f"round {r} pair   {wall:7.2f} s (calls {each} s) on gpus {gpus}"
+                    + ("" if len(set(gpus)) == 2 else "  SAME GPU"))  # fmt: skip
+            except Exception:
+                say(f"round {r} {side} FAILED:\n{traceback.format_exc()[-2000:]}")
+
+    try:
+        variants = [
+            {"name": "run", "entry": "run"},
+            {"name": "torch_mul", "entry": "torch_mul"},
+            {"name": "add", "entry": "add"},
+        ]
+        args = {"source": source(2.0), "language": "torch", "variants": variants,
+                "baseline": "run", "configs": CONFIGS, "runs": RUNS}  # fmt: skip
+        seconds, result = await call("compare_variants", args)
+        content = result.structured_content or {}
+        run_id = content.get("run_id")
+        where = where_of(runs_root, run_id)
+        overall = {k: v.get("verdict") for k, v in content.get("overall", {}).items()}
+        say(f"compare_variants 3 variants x 2 configs: {seconds:.2f} s, one job on node "
+            f"{where.get('node')} gpu {where.get('gpu')}; verdicts {overall}")  # fmt: skip
+        RESULTS["compare"] = {
+            "s": seconds,
+            "run_id": run_id,
+            "where": where,
+            "overall": overall,
+        }
+    except Exception:
+        say(f"phase compare FAILED:\n{traceback.format_exc()[-2000:]}")
 
 
 Call = Any  # the session's timed call_tool: (tool, args) -> (seconds, result)
@@ -307,7 +312,7 @@ async def cancel_phase(client: Client, call: Call, runs_root: Path) -> None:
         for _ in range(60):
             _, info = await call("device_info", {})
             hosts = ((info.structured_content or {}).get("pool") or {}).get("hosts") or []
-            if hosts and all(h.get("warm") for h in hosts):
+            if hosts and all(h.get("warm") and h.get("state") == "idle" for h in hosts):
                 break
             await anyio.sleep(0.5)
         out["hosts_warm_again_s"] = time.monotonic() - waited
@@ -394,11 +399,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write every measurement here")
+    parser.add_argument("--phases", default="pool,timing,cancel", help="of pool,timing,cancel")
     parser.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     start = time.monotonic()
     try:
-        anyio.run(session, args.rounds, args.dry_run)
+        anyio.run(session, args.rounds, args.dry_run, set(args.phases.split(",")))
     except Exception:  # keep what was measured before the session broke
         say(f"session FAILED:\n{traceback.format_exc()[-2000:]}")
     say(f"-- session done at {time.monotonic() - start:.0f} s")

@@ -66,7 +66,7 @@ class GpuHost:
         is up; also the call whose answer says the host is ready."""
         worker = self._workers.get("cpu" if self.device == "cpu" else "cuda:0")
         return {**self.where, "device": self.device, "jobs_done": self.jobs_done,
-                "warm": worker.alive()}  # fmt: skip
+                "warm": worker.ready()}  # fmt: skip
 
     def run(self, job: Job, key: str, board: Any) -> dict[str, Any]:
         """Run ``job`` on this GPU into a scratch runs root; the answer is plain data."""

@@ -152,6 +152,10 @@ class Worker:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def ready(self) -> bool:
+        """Alive and done starting: a job sent now starts at once."""
+        return self.alive() and bool(self.info)
+
     def start(self, timeout: float = START_TIMEOUT) -> None:
         """Start the process (if none is alive) and wait for it to say ready."""
         with self._lock:
@@ -161,6 +165,7 @@ class Worker:
         if self.alive():
             return
         self._kill()
+        self.info = {}  # the ready message of the process now starting, once it says ready
         self._marker = process.new_marker(f"worker-{self.device.replace(':', '')}")
         env = ncu.child_env(self._env)
         env.update({process.MARKER: self._marker, DEVICE_ENV: self.inner_device})
