@@ -290,3 +290,28 @@ def test_a_host_that_cannot_start_is_an_error_not_a_wait(cluster: None) -> None:
         assert time.monotonic() - t0 < 30
     finally:
         hosts.close()
+
+
+def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replaced(
+    executor: RayExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no grace at all the executor kills the host at once: the run folder still comes
+    back from the node (salvaged, marked cancelled), and a new host takes the GPU."""
+    monkeypatch.setattr("nsight_agent.engine.ray_executor.CANCEL_GRACE_S", 0.0)
+    handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
+    deadline = time.monotonic() + 30
+    while not handle.where and time.monotonic() < deadline:
+        time.sleep(0.1)
+    host = int(handle.where["pid"])
+    time.sleep(3)
+    handle.cancel()
+    with pytest.raises(CancelledError, match=r"GPU host .* was killed") as info:
+        handle.result(60)
+    (run_dir,) = [d for d in tmp_path.iterdir() if not d.name.startswith(".")]
+    assert getattr(info.value, "run_id", None) == run_dir.name
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["status"] == "cancelled", status
+    assert not Path(f"/proc/{host}").exists(), "the host was not killed"
+    after = executor.submit(job("", tmp_path))
+    assert isinstance(after.result(60), PreflightResult)
+    assert int(after.where["pid"]) != host
