@@ -143,6 +143,7 @@ def test_the_pool_lists_the_node_its_gpus_and_the_ncu_resource(executor: RayExec
     (node,) = info["nodes"]
     assert node["accepts_jobs"] and node["ncu_slots"] == 2 and node["resources"] == {RESOURCE: 2}
     assert (info["running"], info["queued"]) == (0, 0)
+    assert info["hosts"] == []  # a cluster the executor joined: hosts start only on demand
     # What the node read about itself (a task pinned there): this machine, as seen from here.
     from nsight_agent.engine.device import device_info
 
@@ -187,10 +188,10 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         hosts = executor.pool_info()["hosts"]
-        if len(hosts) == 2 and all(h.get("warm") for h in hosts):
+        if hosts and all(h.get("warm") for h in hosts):
             break
         time.sleep(0.5)
-    assert [h.get("warm") for h in hosts] == [True, True], hosts
+    assert hosts and all(h.get("warm") for h in hosts), hosts
     # The next job runs on it (the same process), and passes.
     after = executor.submit(job("", tmp_path))
     assert isinstance(after.result(60), PreflightResult)

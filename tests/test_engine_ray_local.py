@@ -50,6 +50,8 @@ def test_a_local_cluster_outlives_the_thread_that_started_it(tmp_path: Path) -> 
         req = ProfileRequest(source=SOURCE, language="torch", configs={"n": [64]}, runs=1)
         pre = pool.submit(Job(req, tmp_path, mode="preflight")).result(90)
         assert isinstance(pre, PreflightResult) and pre.ok, pre
+        # Its own cluster: a host on every GPU from the start (one logical GPU here).
+        assert [h["state"] for h in pool.pool_info()["hosts"]] == ["idle"]
     finally:
         pool.close()
     assert not ray.is_initialized()

@@ -131,7 +131,7 @@ class RayExecutor(Executor):
 
     def connect(self) -> Any:
         """Connect (or start a local cluster) once, reusing a Ray session already initialised;
-        start the hosts of the usable GPUs."""
+        on a local cluster we started, start a host on every usable GPU at once."""
         with self._lock:
             if self._ray is not None:
                 return self._ray
@@ -153,7 +153,8 @@ class RayExecutor(Executor):
             board_class = ray.remote(num_cpus=0, scheduling_strategy=here)(ray_node.Board)
             self._board = board_class.remote()
             self._hosts = HostPool(ray, host_class.remote, self.resource, self.idle_release_s)
-            self._hosts.prestart()
+            if self._owns_cluster:  # ours: warm every GPU now. A shared one: only on demand.
+                self._hosts.prestart()
             self._ray = ray
             return ray
 
