@@ -18,7 +18,7 @@ import pytest
 ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
 
 from nsight_agent.engine import process  # noqa: E402
-from nsight_agent.engine.executor import Job  # noqa: E402
+from nsight_agent.engine.executor import Job, JobHandle  # noqa: E402
 from nsight_agent.engine.pipeline import CancelledError, PreflightResult  # noqa: E402
 from nsight_agent.engine.ray_executor import (  # noqa: E402
     RESOURCE,
@@ -105,6 +105,19 @@ def executor(cluster: None) -> Iterator[RayExecutor]:
         pool.close()
 
 
+def wait_until_sleeping(handle: JobHandle, timeout: float = 60) -> int:
+    """Wait until the job's harness printed START (it sleeps then) in its run folder on the
+    node (this machine); return the pid of the host running it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        scratch = handle.where.get("scratch")
+        logs = list(Path(scratch).glob("*/preflight-output.log")) if scratch else []
+        if any("START" in log.read_text() for log in logs):
+            return int(handle.where["pid"])
+        time.sleep(0.1)
+    raise AssertionError(f"the job did not start within {timeout} s: {handle.where}")
+
+
 def log_values(root: Path, pre: PreflightResult) -> dict[str, str]:
     return log_of(root / str(pre.run_id))
 
@@ -157,11 +170,7 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     executor: RayExecutor, tmp_path: Path
 ) -> None:
     handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
-    deadline = time.monotonic() + 30
-    while not handle.where and time.monotonic() < deadline:
-        time.sleep(0.1)
-    host = int(handle.where["pid"])
-    time.sleep(3)  # the pre-flight is running by now (it sleeps 60 s)
+    host = wait_until_sleeping(handle)
     handle.cancel()
     t0 = time.monotonic()
     with pytest.raises(CancelledError):
@@ -300,11 +309,7 @@ def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replace
     back from the node (salvaged, marked cancelled), and a new host takes the GPU."""
     monkeypatch.setattr("nsight_agent.engine.ray_executor.CANCEL_GRACE_S", 0.0)
     handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
-    deadline = time.monotonic() + 30
-    while not handle.where and time.monotonic() < deadline:
-        time.sleep(0.1)
-    host = int(handle.where["pid"])
-    time.sleep(3)
+    host = wait_until_sleeping(handle)
     handle.cancel()
     with pytest.raises(CancelledError, match=r"GPU host .* was killed") as info:
         handle.result(60)
