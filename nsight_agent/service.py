@@ -110,8 +110,8 @@ def time_only(
 ) -> RunResult:
     """The counter-free path (``method="timing"``): a warm worker pre-flights and times the
     variants interleaved with CUDA events; no ncu, no counter permission needed. An executor
-    that queues timing jobs (the server's local one) runs it in a GPU slot, never beside an
-    ncu job on the same GPU."""
+    that queues timing jobs (the server's local one, or the Ray pool's GPU hosts) runs it on
+    one of its GPUs, never beside an ncu job on the same GPU."""
     if executor is not None and executor.runs_timing:
         run = executor.time(request, runs_root=runs_root, cancel=cancel)
     else:
