@@ -42,6 +42,8 @@ class GpuHost:
         self.device = self.where["gpu"] if self.where["gpu"] and has_gpu() else "cpu"
         self._workers = WorkerPool()
         self._local = LocalExecutor([self.device], workers=self._workers)
+        # The one worker: the local executor names its only slot's worker so too.
+        self._worker = self._workers.get("cpu" if self.device == "cpu" else "cuda:0")
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.jobs_done = 0
@@ -51,7 +53,7 @@ class GpuHost:
     def _warm_up(self) -> None:
         """Start the worker in the background unless it runs (a cancel or a crashing kernel
         kills it mid-job: the next job would pay for its start)."""
-        worker = self._workers.get("cpu" if self.device == "cpu" else "cuda:0")
+        worker = self._worker
         if self._warm and not worker.alive():
             # The worker watches its parent process, not this thread: it outlives the thread.
             # A start that fails is retried by the next job, which reports what goes wrong.
@@ -64,9 +66,8 @@ class GpuHost:
     def describe(self) -> dict[str, Any]:
         """Where the host runs (node, GPU, pid, node id), what it did and whether its worker
         is up; also the call whose answer says the host is ready."""
-        worker = self._workers.get("cpu" if self.device == "cpu" else "cuda:0")
         return {**self.where, "device": self.device, "jobs_done": self.jobs_done,
-                "warm": worker.ready()}  # fmt: skip
+                "warm": self._worker.ready()}  # fmt: skip
 
     def run(self, job: Job, key: str, board: Any) -> dict[str, Any]:
         """Run ``job`` on this GPU into a scratch runs root; the answer is plain data."""

@@ -1,5 +1,6 @@
-"""This machine's GPU slots (``local_slots``), and which GPU the current job is pinned to: a context variable the executor sets in the thread
-that runs a job, and the environment its child processes must get.
+"""This machine's GPU slots (``local_slots``), and which GPU the current job is pinned to:
+a context variable the executor sets in the thread that runs a job, and the environment its
+child processes must get.
 
     with pinned("1"):                      # LocalExecutor, around one job
         env = ncu.child_env()              # the hook below adds CUDA_VISIBLE_DEVICES=1

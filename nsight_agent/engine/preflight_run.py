@@ -60,7 +60,8 @@ def result_from_files(
     """What a pre-flight left in ``run_dir`` (manifest, error file, output) as its result,
     however the harness was run (a new interpreter here, a warm worker in engine/worker.py);
     the result is also written next to them."""
-    manifest = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json") or {}
+    found = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
+    manifest = found or {}
     result = PreflightResult(
         ok=True,
         device=device,
@@ -78,7 +79,6 @@ def result_from_files(
         result.ok, result.stage, result.line = False, err.stage, err.line
         result.errors.append(err.message)
     else:
-        found = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
         early = early_exit(found, request, min(request.runs, 2), 0)
         if early is not None:
             result.ok, result.stage = False, early.stage

@@ -59,7 +59,7 @@ from nsight_agent.engine.ray_cluster import (
     local_resources,
     probe_address,
 )
-from nsight_agent.engine.ray_hosts import Host, HostPool
+from nsight_agent.engine.ray_hosts import Host, HostPool, usable_gpus
 from nsight_agent.engine.ray_landing import land, salvage_run
 from nsight_agent.engine.runs import default_runs_root
 
@@ -228,7 +228,7 @@ class RayExecutor(Executor):
         return handle
 
     def _check_feasible(self, ray: Any) -> None:
-        if any(ray_node.why_not(n, self.resource) is None for n in ray.nodes()):
+        if usable_gpus(ray.nodes(), self.resource):
             return
         raise NoFreeGpuError(
             f"No node of the Ray cluster offers a GPU with the {self.resource!r} resource.",
@@ -402,5 +402,4 @@ def _note_start(handle: JobHandle, state: dict[str, Any]) -> None:
     if info:
         handle.device = f"{info.get('node')}:gpu{info.get('gpu')}"
         handle.started = float(info.get("started", time.time()))
-        handle.attempts = int(state.get("attempts", 1))
         handle.where = dict(info)

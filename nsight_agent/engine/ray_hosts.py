@@ -161,11 +161,15 @@ class HostPool:
         with self._cond:
             hosts, self._hosts = list(self._hosts), []
             self._cond.notify_all()
+        self._retire(hosts)
+
+    def _retire(self, hosts: list[Host]) -> None:
+        """Ask each host to end its workers (5 s at most, all at once), then kill its actor."""
         closing = []
         for host in hosts:
             with contextlib.suppress(Exception):
                 closing.append(host.actor.close.remote())
-        with contextlib.suppress(Exception):  # its workers end with it; then the actor goes
+        with contextlib.suppress(Exception):
             self._ray.wait(closing, num_returns=len(closing), timeout=5)
         for host in hosts:
             self.kill(host)
@@ -265,7 +269,4 @@ class HostPool:
                 ]
                 for host in old:
                     host.state = "dead"
-            for host in old:
-                with contextlib.suppress(Exception):
-                    self._ray.wait([host.actor.close.remote()], timeout=5)
-                self.kill(host)
+            self._retire(old)

@@ -42,20 +42,17 @@ _STANDARD = {"CPU", "GPU", "memory", "object_store_memory"}
 
 
 class Board:
-    """Where each job's host reports its start (node, GPU, pid; once per attempt) and its
+    """Where each job's host reports its start (node, GPU, pid; again on a retry) and its
     progress; the server polls it. A Ray actor (``num_cpus=0``) on the server's node."""
 
     def __init__(self) -> None:
         self.jobs: dict[str, dict[str, Any]] = {}
 
     def started(self, key: str, info: dict[str, Any]) -> None:
-        entry = self.jobs.setdefault(key, {"attempts": 0, "progress": []})
-        entry["attempts"] += 1
-        entry["info"] = info
+        self.jobs.setdefault(key, {"progress": []})["info"] = info
 
     def progress(self, key: str, done: int, total: int, message: str) -> None:
-        entry = self.jobs.setdefault(key, {"attempts": 0, "progress": []})
-        entry["progress"] = [done, total, message]
+        self.jobs.setdefault(key, {"progress": []})["progress"] = [done, total, message]
 
     def state(self, key: str) -> dict[str, Any] | None:
         return self.jobs.get(key)

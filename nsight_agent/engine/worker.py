@@ -367,6 +367,7 @@ def warm_preflight(
             f"The pre-flight ran past its {request.timeout_s:g} s limit and was killed.",
             f"A kernel or the setup may hang; its output so far is in {output}.",
         ) from None
-    inner = "cpu" if normalize_device(device) == "cpu" else "cuda"
     seconds = time.monotonic() - start
-    return preflight_run.result_from_files(run_dir, request, inner, returncode, seconds, warm=True)
+    return preflight_run.result_from_files(
+        run_dir, request, worker.inner_device, returncode, seconds, warm=True
+    )
