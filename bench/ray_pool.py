@@ -131,6 +131,9 @@ def server(runs_root: Path) -> StdioServerParameters:
     )
 
 
+Call = Any  # the session's timed call_tool: (tool, args) -> (seconds, result)
+
+
 async def session(rounds: int, dry_run: bool, phases: set[str]) -> None:
     runs_root = Path(tempfile.mkdtemp(prefix="ray-pool-runs-"))
     RESULTS["runs_root"] = str(runs_root)
@@ -144,13 +147,6 @@ async def session(rounds: int, dry_run: bool, phases: set[str]) -> None:
             if result.is_error and not dry_run:
                 raise RuntimeError(f"{tool}: is_error: {_text(result)[:800]}")
             return seconds, result
-
-        async def profile() -> dict[str, Any]:
-            args = {"source": source(), "language": "torch", "configs": CONFIGS, "runs": RUNS}
-            seconds, result = await call("profile_kernel", args)
-            run_id = (result.structured_content or {}).get("run_id")
-            gpu = where_of(runs_root, run_id).get("gpu")
-            return {"s": seconds, "run_id": run_id, "gpu": gpu}
 
         try:
             seconds, info = await call("device_info", {})
@@ -170,7 +166,7 @@ async def session(rounds: int, dry_run: bool, phases: set[str]) -> None:
             return
 
         if "pool" in phases:
-            await pool_phases(call, profile, runs_root, rounds)
+            await pool_phases(call, runs_root, rounds)
         if "timing" in phases:
             await timing_phase(call, runs_root, rounds)
         if "cancel" in phases:
@@ -185,8 +181,12 @@ async def session(rounds: int, dry_run: bool, phases: set[str]) -> None:
             say(f"phase device_info after FAILED:\n{traceback.format_exc()[-2000:]}")
 
 
-async def pool_phases(call: Call, profile: Any, runs_root: Path, rounds: int) -> None:
+async def pool_phases(call: Call, runs_root: Path, rounds: int) -> None:
     """Steps 2-4: the warm-up call, single against pair rounds, one comparison."""
+
+    async def profile() -> dict[str, Any]:
+        return await profile_call(call, runs_root)
+
     try:
         warm = await profile()
         say(f"warm-up profile_kernel (Ray worker start): {warm['s']:.2f} s on gpu {warm['gpu']}")
@@ -250,7 +250,15 @@ async def pool_phases(call: Call, profile: Any, runs_root: Path, rounds: int) ->
         say(f"phase compare FAILED:\n{traceback.format_exc()[-2000:]}")
 
 
-Call = Any  # the session's timed call_tool: (tool, args) -> (seconds, result)
+async def profile_call(call: Call, runs_root: Path, method: str = "ncu") -> dict[str, Any]:
+    """One ``profile_kernel`` of a new source: seconds, run id, and the GPU and host pid that
+    ran it (the run's where.json)."""
+    args = {"source": source(), "language": "torch", "configs": CONFIGS, "runs": RUNS,
+            "method": method}  # fmt: skip
+    seconds, result = await call("profile_kernel", args)
+    run_id = (result.structured_content or {}).get("run_id")
+    where = where_of(runs_root, run_id)
+    return {"s": seconds, "run_id": run_id, "gpu": where.get("gpu"), "pid": where.get("pid")}
 
 
 async def timing_phase(call: Call, runs_root: Path, rounds: int) -> None:
@@ -259,13 +267,8 @@ async def timing_phase(call: Call, runs_root: Path, rounds: int) -> None:
     RESULTS["timing"] = out
 
     async def timed() -> dict[str, Any]:
-        args = {"source": source(), "language": "torch", "configs": CONFIGS, "runs": RUNS,
-                "method": "timing"}  # fmt: skip
-        seconds, result = await call("profile_kernel", args)
-        run_id = (result.structured_content or {}).get("run_id")
-        where = where_of(runs_root, run_id)
-        return {"s": seconds, "run_id": run_id, "gpu": where.get("gpu"), "pid": where.get("pid"),
-                "times_ns": times_of(runs_root, str(run_id))}  # fmt: skip
+        one = await profile_call(call, runs_root, "timing")
+        return {**one, "times_ns": times_of(runs_root, str(one["run_id"]))}
 
     try:
         for r in range(rounds + 1):
