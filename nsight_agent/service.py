@@ -173,7 +173,8 @@ def artifact_path(run: RunResult, artifact: str) -> Path | None:
 
 def plot_run(run: RunResult, metric: str | None) -> Path:
     """A PNG of one metric of the run over its configs, kept in the run folder."""
-    from nsight_agent.views.plot import plot_dataframe, select_metric
+    from nsight_agent.views.plot import plot_dataframe
+    from nsight_agent.views.plot_options import select_metric
 
     frame = run.processed
     chosen = select_metric(frame, metric) if metric else str(frame["Metric"].iloc[0])

@@ -13,7 +13,7 @@ to close), no display is needed, and the caller's own backend choice is left alo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,11 +22,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from nsight_agent.errors import InvalidRequestError
-
-PLOT_TYPES = ("line", "bar")
-AGGREGATES = ("avg", "geomean")
-REQUIRED_COLUMNS = ("Annotation", "Metric", "AvgValue")
+from nsight_agent.views.plot_options import check_annotations, checked_options, select_metric
 
 # Internal column names of the plotted table; the dunder keeps them clear of parameter names.
 _LINE = "__line"
@@ -83,36 +79,27 @@ def plot_dataframe(
     Raises:
         InvalidRequestError (a ValueError): a bad option value or a frame that does not fit it.
     """
-    rows = _field_list("row_panels", row_panels)
-    cols = _field_list("col_panels", col_panels)
-    variants = _field_list("variant_fields", variant_fields)
-    x_chosen = _field_list("x_keys", x_keys)
-    only = _field_list("variant_annotations", variant_annotations) if variant_annotations else None
-    _check_options(filename, show_aggregate, plot_type, plot_width, plot_height)
-    _check_frame(df, param_names)
-    _check_roles(
+    roles = checked_options(
+        df,
         param_names,
-        {"row_panels": rows, "col_panels": cols, "variant_fields": variants, "x_keys": x_chosen},
+        filename=filename,
+        show_aggregate=show_aggregate,
+        plot_type=plot_type,
+        plot_width=plot_width,
+        plot_height=plot_height,
+        row_panels=row_panels,
+        col_panels=col_panels,
+        variant_fields=variant_fields,
+        x_keys=x_keys,
+        variant_annotations=variant_annotations,
     )
-
+    rows, cols, variants, only = roles.rows, roles.cols, roles.variants, roles.only
     metric = select_metric(df, metric)
     data = df[df["Metric"] == metric]
-    if only is not None:
-        if not variants:
-            raise InvalidRequestError(
-                "variant_annotations was given without variant_fields.",
-                "Name the parameters to split by in variant_fields.",
-            )
-        known = list(dict.fromkeys(data["Annotation"].astype(str)))
-        unknown = [a for a in only if a not in known]
-        if unknown:
-            raise InvalidRequestError(
-                f"variant_annotations {unknown} are not annotations of this frame.",
-                f"Annotations found: {known}.",
-            )
+    check_annotations(data, roles)
 
     used = {*rows, *cols, *variants}
-    x_fields = x_chosen or [p for p in param_names if p not in used]
+    x_fields = roles.x_keys or [p for p in param_names if p not in used]
     panels = rows + cols
     normalized_against = _normalized_against(data)
     table = _plot_table(data, x_fields, panels, variants, only, normalized_against is not None)
@@ -174,93 +161,6 @@ def plot_dataframe(
         plot_callback(fig)
     fig.savefig(filename, dpi=100)
     return fig
-
-
-def select_metric(df: pd.DataFrame, metric: str | None) -> str:
-    """The metric to plot: ``metric`` if the frame has it, else the frame's only metric."""
-    found = [str(m) for m in dict.fromkeys(df["Metric"])]
-    if metric is None:
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            raise InvalidRequestError("The frame holds no metric rows.", "Profile something first.")
-        raise InvalidRequestError(
-            f"The frame holds {len(found)} metrics and no metric was chosen to plot. "
-            f"The metrics found are: {found}",
-            "Pass metric=<one of them>.",
-        )
-    if metric not in found:
-        raise InvalidRequestError(
-            f"Metric {metric!r} is not in the frame. The metrics found are: {found}",
-            "Pass one of the metrics found (names are exact, with the rollup suffix).",
-        )
-    return metric
-
-
-# --- validation ---------------------------------------------------------------------------
-
-
-def _field_list(option: str, value: Sequence[str] | None) -> list[str]:
-    # A bare string would otherwise be iterated as its characters.
-    if isinstance(value, str):
-        raise InvalidRequestError(
-            f"{option} must be a list of names, not the string {value!r}.",
-            f"Write {option}=[{value!r}].",
-        )
-    names = list(value or [])
-    bad = [n for n in names if not isinstance(n, str)]
-    if bad:
-        raise InvalidRequestError(f"{option} must hold strings; got {bad!r}.")
-    return names
-
-
-def _check_options(
-    filename: str, show_aggregate: str | None, plot_type: str, width: int, height: int
-) -> None:
-    # Re-checked at runtime: callers (MCP tools, notebooks) do not go through a type checker.
-    if plot_type not in PLOT_TYPES:
-        raise InvalidRequestError(
-            f"plot_type must be one of {list(PLOT_TYPES)}; got {plot_type!r}.",
-            "Use 'line' or 'bar'.",
-        )
-    if show_aggregate is not None and show_aggregate not in AGGREGATES:
-        raise InvalidRequestError(
-            f"show_aggregate must be None, 'avg' or 'geomean'; got {show_aggregate!r}."
-        )
-    for name, size in (("plot_width", width), ("plot_height", height)):
-        if isinstance(size, bool) or not isinstance(size, (int, float)) or not size > 0:
-            raise InvalidRequestError(f"{name} must be a positive number of inches; got {size!r}.")
-    if not isinstance(filename, str) or not filename:
-        raise InvalidRequestError(f"filename must be a non-empty path; got {filename!r}.")
-
-
-def _check_frame(df: pd.DataFrame, param_names: list[str]) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise InvalidRequestError(f"Expected a pandas DataFrame; got {type(df).__name__}.")
-    missing = [c for c in (*REQUIRED_COLUMNS, *param_names) if c not in df.columns]
-    if missing:
-        raise InvalidRequestError(
-            f"The frame lacks columns {missing}.",
-            f"Columns present: {list(df.columns)}; param_names must name parameter columns.",
-        )
-
-
-def _check_roles(param_names: list[str], roles: dict[str, list[str]]) -> None:
-    """Each named field must be a parameter and play at most one role."""
-    seen: dict[str, str] = {}
-    for option, names in roles.items():
-        for name in names:
-            if name not in param_names:
-                raise InvalidRequestError(
-                    f"{option}: {name!r} is not a parameter of the profiled function.",
-                    f"Parameters: {param_names}.",
-                )
-            if name in seen:
-                raise InvalidRequestError(
-                    f"{name!r} appears in both {seen[name]} and {option}; "
-                    "a parameter can be a panel, a variant or an x key, only one of them."
-                )
-            seen[name] = option
 
 
 # --- data preparation ---------------------------------------------------------------------
