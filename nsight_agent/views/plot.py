@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -72,12 +73,10 @@ def plot_dataframe(
         variant_annotations: split only these annotations (default: all of them).
         plot_callback: called with the Figure before it is saved.
 
-    Points of one line that land on the same x tick (a parameter left off the x axis, or an
-    annotation not split by ``variant_annotations``) are merged: their mean is plotted and their
-    spread pools the per-point StdDev with the spread of the merged means.
-
-    Raises:
-        InvalidRequestError (a ValueError): a bad option value or a frame that does not fit it.
+    Points of one line on the same x tick (a parameter left off the x axis, an annotation not
+    split by ``variant_annotations``) are merged: their mean is plotted, their spread pools the
+    per-point StdDev with the spread of the merged means. Raises ``InvalidRequestError`` (a
+    ValueError) for a bad option value or a frame that does not fit it.
     """
     roles = checked_options(
         df,
@@ -93,39 +92,76 @@ def plot_dataframe(
         x_keys=x_keys,
         variant_annotations=variant_annotations,
     )
-    rows, cols, variants, only = roles.rows, roles.cols, roles.variants, roles.only
     metric = select_metric(df, metric)
     data = df[df["Metric"] == metric]
     check_annotations(data, roles)
-
-    used = {*rows, *cols, *variants}
+    used = {*roles.rows, *roles.cols, *roles.variants}
     x_fields = roles.x_keys or [p for p in param_names if p not in used]
-    panels = rows + cols
     normalized_against = _normalized_against(data)
-    table = _plot_table(data, x_fields, panels, variants, only, normalized_against is not None)
+    panels = roles.rows + roles.cols
+    table = _plot_table(
+        data, x_fields, panels, roles.variants, roles.only, normalized_against is not None
+    )
+    fig = _figure(
+        table,
+        roles.rows,
+        roles.cols,
+        x_fields,
+        ylabel or _ylabel(data, metric, normalized_against),
+        # Whole-annotation lines over one panel can reuse the frame's Geomean column; a panel
+        # or a variant covers only part of an annotation, so its geomean is recomputed.
+        {} if panels or roles.variants else _column_geomeans(data),
+        _PanelStyle(plot_type, show_aggregate, annotate_points, plot_width, plot_height),
+        _suptitle(title, data, normalized_against),
+    )
+    if print_data:
+        _print_table(table, metric, x_fields)
+    if plot_callback is not None:
+        plot_callback(fig)
+    fig.savefig(filename, dpi=100)
+    return fig
 
-    if not ylabel:
-        unit = _first_text(data, "Unit")
-        if normalized_against is not None:
-            ylabel = f"Normalized {metric}"
-        else:
-            ylabel = f"{metric} ({unit})" if unit else metric
 
+# --- drawing --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _PanelStyle:
+    plot_type: str
+    show_aggregate: str | None
+    annotate_points: bool
+    width: int
+    height: int
+
+
+def _ylabel(data: pd.DataFrame, metric: str, normalized_against: str | None) -> str:
+    if normalized_against is not None:
+        return f"Normalized {metric}"
+    unit = _first_text(data, "Unit")
+    return f"{metric} ({unit})" if unit else metric
+
+
+def _figure(
+    table: pd.DataFrame,
+    rows: list[str],
+    cols: list[str],
+    x_fields: list[str],
+    ylabel: str,
+    column_geomeans: dict[str, float],
+    style: _PanelStyle,
+    suptitle: str,
+) -> Any:
+    """One panel per (row, column) combination, every line in every panel."""
+    panels = rows + cols
     lines = list(dict.fromkeys(table[_LINE]))
     ticks = list(dict.fromkeys(table[_X]))
-    # Whole-annotation lines over one panel can reuse the frame's Geomean column; a panel or a
-    # variant covers only part of an annotation, so its geomean is recomputed from its points.
-    column_geomeans = {} if panels or variants else _column_geomeans(data)
-
-    row_combos = _combos(table, rows)
-    col_combos = _combos(table, cols)
+    row_combos, col_combos = _combos(table, rows), _combos(table, cols)
     nrows, ncols = len(row_combos), len(col_combos)
-    fig = Figure(figsize=(plot_width * ncols, plot_height * nrows), layout="constrained")
+    fig = Figure(figsize=(style.width * ncols, style.height * nrows), layout="constrained")
     FigureCanvasAgg(fig)
     # Every panel uses the same global ticks, so a shared x axis lines the columns up.
     axes = fig.subplots(nrows, ncols, sharex=True, squeeze=False)
     colors = _colors(lines)
-
     for r, row_combo in enumerate(row_combos):
         for c, col_combo in enumerate(col_combos):
             ax = axes[r, c]
@@ -137,9 +173,9 @@ def plot_dataframe(
                 lines,
                 ticks,
                 colors,
-                plot_type,
-                show_aggregate,
-                annotate_points,
+                style.plot_type,
+                style.show_aggregate,
+                style.annotate_points,
                 column_geomeans,
             )
             if panels:
@@ -150,16 +186,8 @@ def plot_dataframe(
                 ax.set_ylabel(ylabel)
             if r == nrows - 1 and x_fields:
                 ax.set_xlabel(", ".join(x_fields))
-
-    suptitle = _suptitle(title, data, normalized_against)
     if suptitle:
         fig.suptitle(suptitle, fontsize=12)
-
-    if print_data:
-        _print_table(table, metric, x_fields)
-    if plot_callback is not None:
-        plot_callback(fig)
-    fig.savefig(filename, dpi=100)
     return fig
 
 
