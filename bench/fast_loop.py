@@ -258,9 +258,10 @@ def triton_compile_seconds(k: str) -> float:
 
 
 def agreement_phase() -> None:
-    from nsight_agent.engine import pipeline, timing
-    from nsight_agent.engine.timed_run import time_request
-    from nsight_agent.engine.worker import WorkerPool
+    from nsight_agent.engine import pipeline
+    from nsight_agent.engine.pipeline import time_request
+    from nsight_agent.engine.worker import timing
+    from nsight_agent.engine.worker.pool import WorkerPool
     from nsight_agent.request import ProfileRequest
 
     source = """

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import timed_run
-from nsight_agent.engine.worker import WorkerPool
+from nsight_agent.engine import pipeline as timed_run
+from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
 
 DEVICE = os.environ.get("FIRST_JOB_DEVICE", "cuda:0")

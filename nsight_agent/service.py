@@ -15,10 +15,12 @@ from typing import Any
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
-from nsight_agent.engine import ncu, pipeline, retention, run_status, runs, timed_run
-from nsight_agent.engine.executor import Executor
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.pipeline import PreflightResult, Progress, RunResult
-from nsight_agent.engine.worker import WorkerPool
+from nsight_agent.engine.store import retention, run_status, runs
+from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
@@ -115,7 +117,7 @@ def time_only(
     if executor is not None and executor.runs_timing:
         run = executor.time(request, runs_root=runs_root, cancel=cancel)
     else:
-        run = timed_run.time_request(request, pool, runs_root=runs_root, cancel=cancel)
+        run = pipeline.time_request(request, pool, runs_root=runs_root, cancel=cancel)
     retention.prune(run.run_dir.parent, *retention.policy())
     return run
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nsight_agent.engine import aggregate as aggregation
-from nsight_agent.engine import extract as extraction
 from nsight_agent.engine import pipeline
+from nsight_agent.engine.collection import aggregate as aggregation
+from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.engine.pipeline import OutputCheck, RunResult
 from nsight_agent.request import ProfileRequest
 

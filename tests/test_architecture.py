@@ -31,8 +31,33 @@ LAYERS: dict[str, int] = {
     "__main__": 7,
     "__init__": 7,
 }
-# Modules that run inside the profiled process may not pull in the front ends.
-CHILD_SIDE = ("engine.child", "engine.entry", "engine.harness")
+# The engine's rooms, inner first: a module may import its own room or an inner one, so the
+# arrows between rooms point one way (docs/ARCHITECTURE.md draws them).
+ENGINE_ROOMS: dict[str, int] = {
+    "engine.process": 0,
+    "engine.pinning": 0,
+    "engine.thermal": 0,
+    "engine.harness": 1,
+    "engine.store": 2,
+    "engine.collection": 3,
+    "engine.device": 4,
+    "engine.worker": 4,
+    "engine.pipeline": 5,
+    "engine.executors": 6,
+    "engine.executors.ray": 7,
+}
+# At most this many modules directly in engine/: the rest live in rooms named for their job.
+ENGINE_FLAT_LIMIT = 8
+# Modules that run in other processes (the profiled child, the warm worker, the harness) may
+# pull in neither the front ends nor the executors that schedule them.
+CHILD_SIDE = (
+    "engine.worker.child",
+    "engine.worker.entry",
+    "engine.worker.main",
+    "engine.worker.timing",
+    "engine.worker.shipping",
+    "engine.harness",
+)
 
 
 def module_name(path: Path) -> str:
@@ -121,9 +146,48 @@ def test_no_import_cycles() -> None:
     assert not cycle, " -> ".join(cycle)
 
 
-def test_the_profiled_process_side_imports_no_front_end() -> None:
+def room(name: str) -> str | None:
+    """The engine room of module ``name`` (the longest matching prefix), None outside engine."""
+    found = [r for r in ENGINE_ROOMS if name == r or name.startswith(r + ".")]
+    if not name.startswith("engine.") or name in ("engine", "engine.__init__"):
+        return None
+    if not found:
+        raise AssertionError(f"nsight_agent.{name} is in no engine room: add it to ENGINE_ROOMS")
+    return max(found, key=len)
+
+
+def test_arrows_between_engine_rooms_point_one_way() -> None:
+    wrong = []
+    for mod, deps in graph().items():
+        here = room(mod)
+        if here is None:
+            continue
+        for dep in deps:
+            there = room(dep)
+            if there is not None and ENGINE_ROOMS[there] > ENGINE_ROOMS[here]:
+                wrong.append(f"{mod} ({here}) imports {dep} ({there})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_engine_is_a_few_rooms() -> None:
+    flat = sorted(p.stem for p in (PACKAGE / "engine").glob("*.py") if p.stem != "__init__")
+    assert len(flat) <= ENGINE_FLAT_LIMIT, flat
+    rooms = sorted(p.name for p in (PACKAGE / "engine").iterdir() if (p / "__init__.py").is_file())
+    assert rooms == ["collection", "executors", "harness", "store", "worker"], rooms
+
+
+def test_the_other_processes_import_no_front_end_and_no_executor() -> None:
     for mod, deps in graph().items():
         if mod.startswith(CHILD_SIDE):
+            front = [d for d in deps if layer(d) >= LAYERS["views"]]
+            assert not front, f"{mod} imports {front}"
+            scheduling = [d for d in deps if d.startswith(("engine.executors", "engine.pipeline"))]
+            assert not scheduling, f"{mod} imports {scheduling}"
+
+
+def test_the_ray_executor_imports_no_front_end() -> None:
+    for mod, deps in graph().items():
+        if mod.startswith("engine.executors.ray"):
             front = [d for d in deps if layer(d) >= LAYERS["views"]]
             assert not front, f"{mod} imports {front}"
 
@@ -145,8 +209,6 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
         "compare_variants",
         "roofline_metrics",
         "diagnose_kernel",
-        "build_parser",
-        "plot_dataframe",
         "kernel",
         "profile",
         # One formula a line, read top to bottom (the module docstring states them).
@@ -157,3 +219,61 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
             size = (node.end_lineno or node.lineno) - node.lineno + 1
             if node.name not in long_functions:
                 assert size <= 90, f"{name}.{node.name}: {size} lines"
+
+
+# --- docs/ARCHITECTURE.md's module table, generated from the package itself ---------------
+
+DOC = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
+TABLE_START, TABLE_END = "<!-- modules:start -->", "<!-- modules:end -->"
+LAYER_NAMES = {0: "leaf", 1: "engine", 2: "catalog / diagnose", 3: "views", 4: "service / api"}
+LAYER_NAMES |= {5: "server", 6: "front end", 7: "package"}
+
+
+def summary(path: Path) -> str:
+    """A module's job: the first sentence of its docstring."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    cut = first.find(". ")
+    return (first[: cut + 1] if cut >= 0 else first).replace("|", "\\|")
+
+
+def where(name: str) -> str:
+    here = room(name)
+    if here is not None:
+        return f"engine room `{here.removeprefix('engine.')}`"
+    return f"layer {layer(name)} ({LAYER_NAMES[layer(name)]})"
+
+
+def modules_table() -> str:
+    g = graph()
+    rows = ["| module | where | what it does |", "| --- | --- | --- |"]
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        rows.append(f"| `{rel}` | {where(name)} | {summary(path)} |")
+    arrows: dict[str, set[str]] = {}
+    for mod, deps in g.items():
+        here = room(mod)
+        for dep in deps:
+            there = room(dep)
+            if here and there and there != here:
+                arrows.setdefault(here.removeprefix("engine."), set()).add(
+                    there.removeprefix("engine.")
+                )
+    lines = [f"- `{r}` -> {', '.join(f'`{d}`' for d in sorted(arrows[r]))}" for r in sorted(arrows)]
+    head = "Arrows between the engine's rooms (imports):"
+    return "\n".join([TABLE_START, *rows, "", head, "", *lines, TABLE_END])
+
+
+def test_the_architecture_doc_names_every_module_as_it_is() -> None:
+    text = DOC.read_text()
+    start, end = text.index(TABLE_START), text.index(TABLE_END) + len(TABLE_END)
+    assert text[start:end] == modules_table(), (
+        "docs/ARCHITECTURE.md's module table is stale: run `python -m tests.test_architecture`"
+    )
+
+
+if __name__ == "__main__":
+    text = DOC.read_text()
+    start, end = text.index(TABLE_START), text.index(TABLE_END) + len(TABLE_END)
+    DOC.write_text(text[:start] + modules_table() + text[end:])

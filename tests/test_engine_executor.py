@@ -17,12 +17,15 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nsight_agent.engine import executor as ex
-from nsight_agent.engine import ncu, pinning, pipeline, ray_executor, ray_node
+from nsight_agent.engine import pinning, pipeline
+from nsight_agent.engine.collection import ncu, ncu_run
+from nsight_agent.engine.executors import local as ex
+from nsight_agent.engine.executors.ray import executor as ray_executor
+from nsight_agent.engine.executors.ray import node as ray_node
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.pipeline import CancelledError, Progress
-from nsight_agent.engine.runs import RunResult
-from nsight_agent.engine.worker import WorkerPool
+from nsight_agent.engine.pipeline import CancelledError, Job, Progress, run_job
+from nsight_agent.engine.store.runs import RunResult
+from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import ProfileRequest
 
@@ -54,7 +57,7 @@ class Recorder:
         self.lock = threading.Lock()
 
     def __call__(
-        self, job: ex.Job, cancel: threading.Event | None, on_progress: Progress | None
+        self, job: Job, cancel: threading.Event | None, on_progress: Progress | None
     ) -> Any:
         start = time.monotonic()
         if self.gate is not None:
@@ -80,8 +83,8 @@ def test_with_one_slot_the_second_job_waits_for_the_first() -> None:
     rec = Recorder()
     with ex.LocalExecutor(["0"], job_function=rec) as pool:
         said: list[str] = []
-        a = pool.submit(ex.Job(request(), name="a"))
-        b = pool.submit(ex.Job(request(), name="b"), on_progress=lambda d, t, m: said.append(m))
+        a = pool.submit(Job(request(), name="a"))
+        b = pool.submit(Job(request(), name="b"), on_progress=lambda d, t, m: said.append(m))
         assert a.result(10) == "a" and b.result(10) == "b"
     calls = by_name(rec)
     assert calls["b"]["start"] >= calls["a"]["end"]
@@ -92,7 +95,7 @@ def test_with_one_slot_the_second_job_waits_for_the_first() -> None:
 def test_with_two_slots_two_jobs_run_at_once_each_on_its_own_gpu() -> None:
     rec = Recorder(seconds=0.6)
     with ex.LocalExecutor(["2", "3"], job_function=rec) as pool:
-        handles = [pool.submit(ex.Job(request(), name=n)) for n in ("a", "b")]
+        handles = [pool.submit(Job(request(), name=n)) for n in ("a", "b")]
         assert [h.result(10) for h in handles] == ["a", "b"]
     a, b = by_name(rec)["a"], by_name(rec)["b"]
     assert a["start"] < b["end"] and b["start"] < a["end"], "the two jobs did not overlap"
@@ -103,7 +106,7 @@ def test_with_two_slots_two_jobs_run_at_once_each_on_its_own_gpu() -> None:
 def test_the_cpu_slot_pins_nothing() -> None:
     rec = Recorder(seconds=0)
     with ex.LocalExecutor(["cpu"], job_function=rec) as pool:
-        pool.run(ex.Job(request(), name="a"))
+        pool.run(Job(request(), name="a"))
     assert rec.calls[0]["env"] == {}
 
 
@@ -111,9 +114,9 @@ def test_a_queued_job_cancelled_leaves_the_queue_at_once_and_never_runs() -> Non
     gate = threading.Event()
     rec = Recorder(seconds=0, gate=gate)
     with ex.LocalExecutor(["0"], job_function=rec) as pool:
-        first = pool.submit(ex.Job(request(), name="first"))
+        first = pool.submit(Job(request(), name="first"))
         cancel = threading.Event()
-        second = pool.submit(ex.Job(request(), name="second"), cancel=cancel)
+        second = pool.submit(Job(request(), name="second"), cancel=cancel)
         time.sleep(0.1)
         info = pool.pool_info()
         assert (info["running"], info["queued"]) == (1, 1)
@@ -132,7 +135,7 @@ def test_a_queued_job_cancelled_leaves_the_queue_at_once_and_never_runs() -> Non
 def test_a_job_error_reaches_the_caller_and_the_slot_goes_on() -> None:
     calls: list[str] = []
 
-    def job_function(job: ex.Job, cancel: Any, on_progress: Any) -> Any:
+    def job_function(job: Job, cancel: Any, on_progress: Any) -> Any:
         calls.append(job.name)
         if job.name == "bad":
             raise SourceError("setup", "boom")
@@ -140,8 +143,8 @@ def test_a_job_error_reaches_the_caller_and_the_slot_goes_on() -> None:
 
     with ex.LocalExecutor(["0"], job_function=job_function) as pool:
         with pytest.raises(SourceError, match="boom"):
-            pool.run(ex.Job(request(), name="bad"))
-        assert pool.run(ex.Job(request(), name="good")) == "good"
+            pool.run(Job(request(), name="bad"))
+        assert pool.run(Job(request(), name="good")) == "good"
         assert pool.pool_info()["slots"][0]["jobs_done"] == 2
 
 
@@ -166,7 +169,7 @@ def test_profile_calls_the_pipeline_with_the_service_arguments(
 
 def test_a_real_preflight_job_runs_in_a_slot(tmp_path: Path) -> None:
     with ex.LocalExecutor(["cpu"]) as pool:
-        pre = pool.run(ex.Job(request(), tmp_path, mode="preflight"))
+        pre = pool.run(Job(request(), tmp_path, mode="preflight"))
     assert isinstance(pre, pipeline.PreflightResult) and pre.ok, pre
     assert (tmp_path / str(pre.run_id) / "preflight-manifest.json").is_file()
 
@@ -178,13 +181,14 @@ def test_with_workers_a_profile_jobs_preflight_runs_on_the_slots_warm_worker(
     job, and a broken source is still rejected (by that worker) before ncu."""
     seen: list[pipeline.PreflightResult] = []
 
-    def under_ncu(req: ProfileRequest, run_dir: Path, run_id: str, pre: Any, *a: Any) -> Any:
+    def measured(req: ProfileRequest, run_dir: Path, run_id: str, pre: Any, *a: Any) -> Any:
         seen.append(pre)
         empty = pd.DataFrame()
         return RunResult(run_id, run_dir, req, empty, empty, [], {}, [], {}, 0.0)
 
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/bin/true"))
-    monkeypatch.setattr(pipeline, "_profile_under_ncu", under_ncu)
+    monkeypatch.setattr(ncu_run, "collect", lambda *a: 0.0)  # no ncu run
+    monkeypatch.setattr(pipeline, "_measured_run", measured)
     with WorkerPool() as workers, ex.LocalExecutor(["cpu"], workers=workers) as pool:
         pool.profile(request(), runs_root=tmp_path)
         first = workers.get("cpu").pid
@@ -211,8 +215,8 @@ def test_a_timing_job_waits_for_the_ncu_job_on_its_gpu(
     monkeypatch.setattr(pipeline, "profile", slow_profile)
     with WorkerPool() as workers, ex.LocalExecutor(["cpu"], workers=workers) as pool:
         assert pool.runs_timing
-        ncu_job = pool.submit(ex.Job(request(), tmp_path, name="ncu"))
-        timing_job = pool.submit(ex.Job(request(), tmp_path, mode="timing", name="timing"))
+        ncu_job = pool.submit(Job(request(), tmp_path, name="ncu"))
+        timing_job = pool.submit(Job(request(), tmp_path, mode="timing", name="timing"))
         ncu_job.result(30)
         timed = timing_job.result(120)
     assert isinstance(timed, RunResult)
@@ -220,14 +224,14 @@ def test_a_timing_job_waits_for_the_ncu_job_on_its_gpu(
     assert ncu_job.ended is not None and timing_job.started is not None
     assert timing_job.started >= ncu_job.ended
     with pytest.raises(InvalidRequestError, match="warm worker"):
-        ex.run_job(ex.Job(request(), tmp_path, mode="timing"))  # no workers, no timing
+        run_job(Job(request(), tmp_path, mode="timing"))  # no workers, no timing
 
 
 def test_close_cancels_the_queued_jobs() -> None:
     gate = threading.Event()
     pool = ex.LocalExecutor(["0"], job_function=Recorder(seconds=0, gate=gate))
-    first = pool.submit(ex.Job(request(), name="first"))
-    queued = pool.submit(ex.Job(request(), name="queued"))
+    first = pool.submit(Job(request(), name="first"))
+    queued = pool.submit(Job(request(), name="queued"))
     time.sleep(0.05)
     pool.close()
     with pytest.raises(CancelledError):
@@ -235,7 +239,7 @@ def test_close_cancels_the_queued_jobs() -> None:
     gate.set()
     assert first.result(5) == "first"
     with pytest.raises(RuntimeError):
-        pool.submit(ex.Job(request()))
+        pool.submit(Job(request()))
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import torch
 
-from nsight_agent.engine import extract as extraction
+from nsight_agent.engine.collection import extract as extraction
+from nsight_agent.engine.collection.ncu import child_env
 from nsight_agent.engine.harness import checks, cuda_build, render
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.ncu import child_env
 from nsight_agent.errors import HarnessError, NsightAgentError
 from nsight_agent.request import ProfileRequest, Variant
 

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from nsight_agent.api import analyze
-from nsight_agent.engine import aggregate as aggregation
-from nsight_agent.engine import extract as extraction
+from nsight_agent.engine.collection import aggregate as aggregation
+from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.errors import (
     KernelCountMismatchError,
     MultipleKernelsError,
@@ -66,7 +66,7 @@ def fixture(name: str) -> Fixture:
 
 def values_by_hand(fx: Fixture, metric: str) -> dict[tuple[str, int], list[list[float]]]:
     """(annotation, config index) -> per run, the metric of each kernel: read straight from
-    ncu_report, independently of nsight_agent.engine.extract."""
+    ncu_report, independently of nsight_agent.engine.collection.extract."""
     config_of = {c["call"]: c["config"] for c in fx.calls}
     report = ncu_report.load_report(str(fx.report))
     per_call: dict[tuple[str, int], list[float]] = {}

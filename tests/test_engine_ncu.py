@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from nsight_agent.catalog import metrics as catalog
-from nsight_agent.engine import ncu, shipping
+from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.worker import shipping
 from nsight_agent.errors import (
     CollectionTimeoutError,
     CounterPermissionError,
@@ -28,7 +29,7 @@ from tests.test_engine_shipping import run_payload
 
 REPORT = Path("/runs/r/report")
 LOG = Path("/runs/r/ncu.log")
-TARGET = ["python3", "-m", "nsight_agent.engine.entry", "spec.pkl"]
+TARGET = ["python3", "-m", "nsight_agent.engine.worker.entry", "spec.pkl"]
 PREFIX = ["/usr/bin/ncu", "--force-overwrite", "--export", str(REPORT), "--log-file", str(LOG),
           "--print-summary", "none", "--target-processes", "all",
           "--nvtx", "--nvtx-include", "nsight_agent.scope@measure"]  # fmt: skip
@@ -261,7 +262,7 @@ def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
         f"""
         import sys
         from pathlib import Path
-        from nsight_agent.engine import ncu
+        from nsight_agent.engine.collection import ncu
         d = Path({str(tmp_path)!r})
         script = "import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)"
         ncu.run([sys.executable, "-c", script], report_path=d / "r.ncu-rep",

@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nsight_agent.engine import pipeline, preflight_run
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.collection import outputs, preflight_run
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.errors import InvalidRequestError
@@ -481,7 +482,7 @@ def test_memoised_and_stale_variants_fail_the_per_run_checks_of_the_real_harness
 def test_kernels_per_run_are_counted_call_by_call_not_across_configs() -> None:
     """A torch baseline that launches one kernel per run, a different one per config, does
     not launch "2 kernels per run" (the H200 comparison that said so merged the configs)."""
-    from nsight_agent.engine.extract import ActionRecord
+    from nsight_agent.engine.collection.extract import ActionRecord
 
     def rec(call: int, annotation: str, kernel: str) -> ActionRecord:
         return ActionRecord(call, kernel, annotation, call, {}, {}, "H200", 0.0, 0.0)
@@ -495,6 +496,6 @@ def test_kernels_per_run_are_counted_call_by_call_not_across_configs() -> None:
         rec(3, "fused", "add"),
         rec(3, "fused", "memset_helper"),
     ]
-    most = pipeline.most_kernels_per_run(records, ["torch", "fused", "idle"], [])
+    most = outputs.most_kernels_per_run(records, ["torch", "fused", "idle"], [])
     assert most == {"torch": 1, "fused": 3, "idle": 0}
-    assert pipeline.most_kernels_per_run(records, ["fused"], ["memset_helper"]) == {"fused": 2}
+    assert outputs.most_kernels_per_run(records, ["fused"], ["memset_helper"]) == {"fused": 2}

@@ -18,15 +18,15 @@ import pytest
 ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
 
 from nsight_agent.engine import process  # noqa: E402
-from nsight_agent.engine.executor import Job, JobHandle  # noqa: E402
-from nsight_agent.engine.pipeline import CancelledError, PreflightResult  # noqa: E402
-from nsight_agent.engine.ray_executor import (  # noqa: E402
+from nsight_agent.engine.executors.base import Job, JobHandle  # noqa: E402
+from nsight_agent.engine.executors.ray.executor import (  # noqa: E402
     RESOURCE,
     NodeLostError,
     NoFreeGpuError,
     RayExecutor,
 )
-from nsight_agent.engine.runs import load_run  # noqa: E402
+from nsight_agent.engine.pipeline import CancelledError, PreflightResult  # noqa: E402
+from nsight_agent.engine.store.runs import load_run  # noqa: E402
 from nsight_agent.request import ProfileRequest  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
@@ -280,8 +280,8 @@ def test_a_host_that_cannot_start_is_an_error_not_a_wait(cluster: None) -> None:
     """Two hosts failing to start in a row, none up: the job gets Ray's reason at once."""
     import threading
 
-    from nsight_agent.engine.ray_cluster import RemoteJobError
-    from nsight_agent.engine.ray_hosts import HostPool
+    from nsight_agent.engine.executors.ray.cluster import RemoteJobError
+    from nsight_agent.engine.executors.ray.hosts import HostPool
 
     class BrokenHost:  # what a node without nsight-agent's libraries would do
         def __init__(self) -> None:
@@ -307,7 +307,7 @@ def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replace
 ) -> None:
     """With no grace at all the executor kills the host at once: the run folder still comes
     back from the node (salvaged, marked cancelled), and a new host takes the GPU."""
-    monkeypatch.setattr("nsight_agent.engine.ray_executor.CANCEL_GRACE_S", 0.0)
+    monkeypatch.setattr("nsight_agent.engine.executors.ray.executor.CANCEL_GRACE_S", 0.0)
     handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
     host = wait_until_sleeping(handle)
     handle.cancel()

@@ -12,9 +12,9 @@ import pytest
 
 ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
 
-from nsight_agent.engine.executor import Job  # noqa: E402
+from nsight_agent.engine.executors.base import Job  # noqa: E402
+from nsight_agent.engine.executors.ray.executor import RESOURCE, RayExecutor  # noqa: E402
 from nsight_agent.engine.pipeline import PreflightResult  # noqa: E402
-from nsight_agent.engine.ray_executor import RESOURCE, RayExecutor  # noqa: E402
 from nsight_agent.request import ProfileRequest  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]

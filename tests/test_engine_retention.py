@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nsight_agent.engine import retention
+from nsight_agent.engine.store import retention
 
 
 def make_run(root: Path, name: str, age: int, size: int, status: str = "passed") -> Path:

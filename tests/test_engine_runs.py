@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nsight_agent import service
-from nsight_agent.engine import run_status, runs
+from nsight_agent.engine.store import run_status, runs
 from nsight_agent.errors import (
     CollectionTimeoutError,
     InvalidRequestError,
@@ -95,7 +95,7 @@ def test_only_run_folders_are_listed(tmp_path: Path) -> None:
 def test_the_runs_folder_follows_the_cache_convention(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nsight_agent.engine.runs import default_runs_root
+    from nsight_agent.engine.store.runs import default_runs_root
 
     monkeypatch.delenv("NSIGHT_AGENT_RUNS", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

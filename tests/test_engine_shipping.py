@@ -1,4 +1,4 @@
-"""engine.shipping through the real child process (``python -m nsight_agent.engine.entry``),
+"""engine.shipping through the real child process (``python -m nsight_agent.engine.worker.entry``),
 no GPU and no ncu: nested functions, closures over tensors and numbers, lambdas, exec'd source,
 methods, ``python -c`` and notebook-cell sources arrive by value; unpicklable captures are named."""
 
@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from nsight_agent.api import analyze
-from nsight_agent.engine import ncu, shipping
-from nsight_agent.engine.child import ChildSpec
+from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.worker import shipping
+from nsight_agent.engine.worker.child import ChildSpec
 
 
 def write_fake_ncu(folder: Path) -> Path:
@@ -30,7 +31,7 @@ def write_fake_ncu(folder: Path) -> Path:
         "import subprocess, sys\n"
         "argv = sys.argv[1:]\n"
         "open(argv[argv.index('--log-file') + 1], 'w').write('==PROF== fake ncu\\n')\n"
-        "start = argv.index('nsight_agent.engine.entry') - 2\n"
+        "start = argv.index('nsight_agent.engine.worker.entry') - 2\n"
         "sys.exit(subprocess.call(argv[start:]))\n"
     )
     script.chmod(0o755)
@@ -49,7 +50,7 @@ def run_payload(tmp_path: Path, target: bytes, runs: int = 1) -> tuple[int, dict
     )
     (tmp_path / "spec.pkl").write_bytes(pickle.dumps(spec))
     proc = subprocess.run(
-        [sys.executable, "-m", "nsight_agent.engine.entry", str(tmp_path / "spec.pkl")],
+        [sys.executable, "-m", "nsight_agent.engine.worker.entry", str(tmp_path / "spec.pkl")],
         env=ncu.child_env(),
         capture_output=True,
         text=True,
@@ -173,7 +174,7 @@ def test_keyword_only_parameters_are_passed_by_name(tmp_path: Path) -> None:
 def test_a_function_from_python_dash_c(tmp_path: Path) -> None:
     out, payload = tmp_path / "out.txt", tmp_path / "payload.bin"
     program = (
-        "from nsight_agent.engine import shipping\n"
+        "from nsight_agent.engine.worker import shipping\n"
         f"def cmdline(n):\n    open({str(out)!r}, 'w').write('from -c %d' % n)\n"
         f"open({str(payload)!r}, 'wb').write(shipping.ship(cmdline, configs=[(9,)]))\n"
     )
@@ -199,7 +200,7 @@ def test_the_users_traceback_shows_a_cells_file_line_and_source(tmp_path: Path) 
     assert f'File "{cell}", line 2, in in_a_cell' in error
     assert "raise KeyError(f'no input {n}')" in error  # the cell's text came with the payload
     assert "KeyError: 'no input 3'" in error and "config #0 (3,), run 0" in error
-    assert "engine/child.py" not in error  # the runner's own frames are left out
+    assert "engine/worker/child.py" not in error  # the runner's own frames are left out
 
 
 def test_an_unpicklable_closure_is_named(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from nsight_agent.engine import timing
-from nsight_agent.engine.runs import OutputCheck
+from nsight_agent.engine.store.runs import OutputCheck
+from nsight_agent.engine.worker import timing
 from nsight_agent.views.compare import compare_summary
 
 FAST = timing.TimingOptions(min_runs=6, max_runs=12, max_seconds=5.0)
@@ -154,7 +154,7 @@ def test_bad_arguments_are_refused() -> None:
 
 
 def test_short_cuda_event_rows_carry_a_warning_and_long_or_cpu_rows_do_not() -> None:
-    from nsight_agent.engine.timed_run import short_kernel_warning
+    from nsight_agent.engine.collection.outputs import short_kernel_warning
 
     frame = pd.DataFrame({"MedianValue": [4_170.0, 31_090.0, 124_630.0]})
     (warning,) = short_kernel_warning(frame, "cuda_events")

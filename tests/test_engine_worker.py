@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from nsight_agent.engine import pipeline, process, shipping, timing
+from nsight_agent.engine import pipeline, process
 from nsight_agent.engine.harness import render
-from nsight_agent.engine.worker import (
+from nsight_agent.engine.worker import shipping, timing
+from nsight_agent.engine.worker.pool import (
     CallJob,
     JobError,
     TimeJob,
@@ -164,7 +165,7 @@ def test_workers_die_with_their_parent(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import os, sys, time
-        from nsight_agent.engine.worker import WorkerPool
+        from nsight_agent.engine.worker.pool import WorkerPool
         pool = WorkerPool()
         w = pool.get("cpu")
         w.start()

@@ -68,7 +68,7 @@ def no_ncu(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing() -> str:
         raise NcuNotFoundError("Nsight Compute (ncu) was not found (test).", "Install it.")
 
-    monkeypatch.setattr("nsight_agent.engine.ncu.find_ncu", missing)
+    monkeypatch.setattr("nsight_agent.engine.collection.ncu.find_ncu", missing)
 
 
 STAND_IN_NCU = """#!{python}
@@ -501,7 +501,7 @@ async def test_unexpected_errors_name_the_stage(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("planted")
 
-    monkeypatch.setattr("nsight_agent.engine.extract.iter_actions", broken)
+    monkeypatch.setattr("nsight_agent.engine.collection.extract.iter_actions", broken)
     async with Client(build_server(runs)) as client:
         text = await expect_error(
             client,

@@ -116,7 +116,7 @@ def test_the_server_and_the_cli_start_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
         "import nsight_agent.server.app, nsight_agent.service, nsight_agent.cli\n"
-        "import nsight_agent.views.diagnosis, nsight_agent.engine.timed_run\n"
+        "import nsight_agent.views.diagnosis, nsight_agent.engine.pipeline\n"
         "print('ok')"
     )
     done = subprocess.run(

@@ -377,7 +377,7 @@ def fake_profile(
         return run
 
     # The stand-in needs no ncu: let the server go past its ncu check.
-    monkeypatch.setattr("nsight_agent.engine.ncu.find_ncu", lambda: "/usr/bin/true")
+    monkeypatch.setattr("nsight_agent.engine.collection.ncu.find_ncu", lambda: "/usr/bin/true")
     monkeypatch.setattr(pipeline, "profile", profile)
     yield lambda: seen["cancel"]
 

@@ -24,10 +24,11 @@ from nsight_agent.api import compat
 from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.results import ProfileResults
 from nsight_agent.catalog import metrics as catalog
-from nsight_agent.engine import extract as extraction
-from nsight_agent.engine import measure, ncu, shipping
-from nsight_agent.engine.child import ChildSpec
+from nsight_agent.engine.collection import extract as extraction
+from nsight_agent.engine.collection import measure, ncu
 from nsight_agent.engine.thermal import ThermalMode
+from nsight_agent.engine.worker import shipping
+from nsight_agent.engine.worker.child import ChildSpec
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
 
@@ -227,7 +228,7 @@ def profile(
 
     try:
         ncu.collect(
-            [ncu.python_executable(), "-m", "nsight_agent.engine.entry", str(spec_path)],
+            [ncu.python_executable(), "-m", "nsight_agent.engine.worker.entry", str(spec_path)],
             s.ncu_options(),
             report_path=artifacts["report"],
             log_path=artifacts["ncu_log"],

@@ -40,7 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine import process
-from nsight_agent.engine.ncu import find_ncu
+from nsight_agent.engine.collection.ncu import find_ncu
 from nsight_agent.errors import (
     InvalidRequestError,
     NcuNotFoundError,

@@ -244,7 +244,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def _measure(request: Any, method: str, progress: Any) -> Any:
     """Under ncu, or (``--method timing``) timed on a warm worker started for this command."""
     from nsight_agent import service
-    from nsight_agent.engine.worker import WorkerPool
+    from nsight_agent.engine.worker.pool import WorkerPool
 
     if method == "timing":
         with WorkerPool() as pool:

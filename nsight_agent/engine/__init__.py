@@ -1,1 +1,2 @@
-"""Collection and measurement: harness rendering, the subprocess runner, ncu, extraction, aggregation, the run store."""
+"""The engine: rooms by job (harness, store, collection, worker, executors) around one
+pipeline (``pipeline.py``) that states the order of a job's stages; docs/ARCHITECTURE.md maps it."""

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine import process
-from nsight_agent.engine.ncu import PERMISSION_HINT, find_ncu
+from nsight_agent.engine.collection.ncu import PERMISSION_HINT, find_ncu
 from nsight_agent.errors import NcuNotFoundError
 from nsight_agent.request import TIME_METRIC
 

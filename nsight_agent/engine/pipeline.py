@@ -1,4 +1,18 @@
-"""The request pipeline: pre-flight -> render -> collect under ncu -> extract -> aggregate.
+"""The pipeline: the order of a job's stages, stated once. Every executor ends in ``run_job``
+(the local one in its GPU slot threads, the Ray one inside each GPU host), and each stage
+lives in its room of the engine:
+
+    stage       profile (ncu)                     timing (no counters)        pre-flight only
+    render      harness/render.py                 same                        same
+    pre-flight  collection/preflight_run.py       on the warm worker          cold or warm
+                (cold, or on the warm worker)     (worker/pool.py)
+    collect     collection/ncu.py (one process)   worker/timing.py on the
+                                                  warm worker
+    extract     collection/extract.py             (the timing loop's own
+    aggregate   collection/measure.py,            samples: worker/timing.py)
+                collection/aggregate.py
+    check       collection/outputs.py             same
+    store       store/runs.py, store/run_status.py (status.json from render to the end)
 
 Each run lives in ``<runs_root>/<run_id>/``: request.json, the user's source file(s), the
 rendered harness.py, manifest.json, report.ncu-rep, ncu.log, program-output.log, raw.csv,
@@ -14,17 +28,16 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal, Union
 
-import pandas as pd
-
-from nsight_agent.engine import measure, ncu, preflight_run
-from nsight_agent.engine.extract import ActionRecord
+from nsight_agent.engine.collection import measure, ncu, ncu_run, outputs, preflight_run
+from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.preflight_run import raise_if_broken
-from nsight_agent.engine.run_status import RunRecord, run_record
-from nsight_agent.engine.runs import (
+from nsight_agent.engine.store.run_status import RunRecord, run_record
+from nsight_agent.engine.store.runs import (
     OutputCheck,
     PreflightResult,
     RunResult,
@@ -35,10 +48,9 @@ from nsight_agent.engine.runs import (
     save_result,
     write_request,
 )
+from nsight_agent.engine.worker.pool import TimeJob, WorkerPool, warm_preflight
 from nsight_agent.errors import (
-    NcuError,
-    NoKernelsProfiledError,
-    ProfiledProcessError,
+    InvalidRequestError,
     RunCancelledError,
 )
 from nsight_agent.request import TIME_METRIC, ProfileRequest
@@ -47,8 +59,9 @@ Progress = Callable[[int, int, str], None]
 # Runs the pre-flight of a rendered run folder on a device (cold: a new process; the server
 # passes a warm worker's, which skips the interpreter and torch start-up).
 PreflightFn = Callable[[Path, ProfileRequest, str], PreflightResult]
+JobMode = Literal["profile", "preflight", "timing"]
+JobResult = Union[RunResult, PreflightResult]  # noqa: UP007 - a runtime alias on Python 3.10
 
-# Check failures that make the outputs incomparable: profiling such a variant is pointless.
 CUDA_CACHE = ".cuda-cache"
 
 
@@ -56,12 +69,70 @@ class CancelledError(RunCancelledError):
     """The caller cancelled the run (``cancel`` was set); its processes were killed."""
 
 
+@dataclass(frozen=True)
+class Job:
+    """One unit of work for one GPU: profile (or only pre-flight, or time) ``request`` into
+    ``runs_root`` (None: the default runs root of the process that owns the store)."""
+
+    request: ProfileRequest
+    runs_root: Path | None = None
+    mode: JobMode = "profile"
+    name: str = ""  # shown in pool_info (e.g. the tool that asked)
+
+
+@dataclass(frozen=True)
+class Warm:
+    """The warm worker that serves a job on this GPU (``device`` as the pool names it)."""
+
+    pool: WorkerPool
+    device: str
+
+
+def run_job(
+    job: Job,
+    *,
+    runs_root: Path | None = None,
+    cancel: threading.Event | None = None,
+    on_progress: Progress | None = None,
+    warm: Warm | None = None,
+) -> JobResult:
+    """Run one job here, in this process and thread: what every executor ends up calling.
+
+    ``runs_root`` overrides the job's own (a Ray node profiles into a scratch root); ``warm``
+    runs a profile job's pre-flight on a warm worker, and a timing job whole there."""
+    root = runs_root or job.runs_root
+    if job.mode == "timing":
+        if warm is None:
+            raise InvalidRequestError(
+                "A timing job runs on a warm worker, which this executor does not have.",
+                "Give the local executor its workers (LocalExecutor(workers=...)), as the "
+                "server does.",
+            )
+        return time_request(
+            job.request, warm.pool, runs_root=root, device=warm.device, cancel=cancel
+        )
+    if job.mode == "preflight":
+        return preflight(job.request, runs_root=root, cancel=cancel)
+    warm_pre: PreflightFn | None = None
+    if warm is not None:
+
+        def warm_pre(run_dir: Path, request: ProfileRequest, _device: str) -> PreflightResult:
+            return warm_preflight(warm.pool, run_dir, request, warm.device, cancel)
+
+    return profile(
+        job.request, runs_root=root, on_progress=on_progress, cancel=cancel, preflight=warm_pre
+    )
+
+
+# --- render: the start every kind of run shares -----------------------------------------------
+
+
 @contextlib.contextmanager
 def rendered_run(
     request: ProfileRequest, runs_root: Path | None
 ) -> Iterator[tuple[str, Path, RunRecord]]:
     """A new run folder, recorded in its ``status.json`` from here on, holding the request and
-    the rendered harness: the start that every kind of run (pre-flight, ncu, timing) shares."""
+    the rendered harness."""
     root = runs_root or default_runs_root()
     run_id, run_dir = new_run_dir(root)
     with run_record(run_dir, run_id) as record:
@@ -71,6 +142,9 @@ def rendered_run(
         yield run_id, run_dir, record
 
 
+# --- the three kinds of job ---------------------------------------------------------------
+
+
 def preflight(
     request: ProfileRequest,
     *,
@@ -78,10 +152,8 @@ def preflight(
     device: str | None = None,
     cancel: threading.Event | None = None,
 ) -> PreflightResult:
-    """Run the harness once per config without ncu (on ``device``, default cuda if present).
-
-    The run folder's status ends passed or failed (stage pre-flight), timed_out or cancelled.
-    """
+    """render -> pre-flight (once per config without ncu, on ``device``, default cuda if
+    present). The status ends passed or failed (stage pre-flight), timed_out or cancelled."""
     with rendered_run(request, runs_root) as (run_id, run_dir, record):
         record.stage("pre-flight")
         result = preflight_run.run_preflight(
@@ -103,9 +175,10 @@ def profile(
     cancel: threading.Event | None = None,
     preflight: PreflightFn | None = None,
 ) -> RunResult:
-    """Pre-flight, then profile every (variant, config, run) under ncu in one process.
+    """render -> pre-flight -> collect (every variant, config and run under ncu in one
+    process) -> extract and aggregate -> check -> store.
 
-    ``preflight`` replaces the cold pre-flight process (``worker.warm_preflight``)."""
+    ``preflight`` replaces the cold pre-flight process (a warm worker's, see ``run_job``)."""
     start = time.monotonic()
     ncu.find_ncu()  # fail before any work when ncu is missing
     with rendered_run(request, runs_root) as (run_id, run_dir, record):
@@ -123,8 +196,13 @@ def profile(
 
         record.stage("ncu")
         say(0, total, "profiling under ncu")
-        result = _profile_under_ncu(request, run_dir, run_id, pre, cancel, on_progress, record)
+        poll = _poller(cancel, on_progress, run_dir / "progress.txt", total)
+        seconds = ncu_run.collect(request, run_dir, run_id, poll)
+
+        record.stage("extract")
+        result = _measured_run(request, run_dir, run_id, pre, seconds)
         result.seconds = time.monotonic() - start
+
         record.stage("save")
         save_result(result)
         record.passed()
@@ -132,55 +210,78 @@ def profile(
     return result
 
 
-def _profile_under_ncu(
+def time_request(
     request: ProfileRequest,
-    run_dir: Path,
-    run_id: str,
-    pre: PreflightResult,
-    cancel: threading.Event | None,
-    on_progress: Progress | None,
-    record: RunRecord,
+    pool: WorkerPool,
+    *,
+    runs_root: Path | None = None,
+    device: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
-    total = len(request.expanded_configs()) * len(request.effective_variants()) * request.runs
-    metrics = list(request.metrics) or [TIME_METRIC]
-    options = ncu.NcuOptions(
-        metrics=metrics,
-        sections=request.sections,
-        replay_mode=request.replay_mode,
-        cache_control=request.cache_control,
-        clock_control=request.clock_control,
-    )
-    artifacts = artifact_paths(run_dir)
-    try:
-        done = ncu.collect(
-            [ncu.python_executable(), "harness.py", "--device", "cuda"],
-            options,
-            report_path=artifacts["report"],
-            log_path=artifacts["ncu_log"],
-            output_path=artifacts["program_output"],
-            timeout=request.timeout_s,
-            error_path=run_dir / "error.json",
-            cwd=run_dir,
-            env=ncu.child_env(),
-            poll=_poller(cancel, on_progress, run_dir / "progress.txt", total),
-            tag=f"{run_id}.ncu",
+    """render -> pre-flight (warm) -> collect by timing every (variant, config) interleaved on
+    the warm worker (CUDA events; perf_counter on a CPU) -> check -> store. No ncu process
+    starts: the worker already has torch, the CUDA context and compiled kernels."""
+    start = time.monotonic()
+    where = device or _default_device()
+    with rendered_run(request, runs_root) as (run_id, run_dir, record):
+        record.stage("pre-flight")
+        pre = warm_preflight(pool, run_dir, request, where, cancel)
+        raise_if_broken(pre)
+        if cancel is not None and cancel.is_set():
+            raise RunCancelledError("The run was cancelled before timing started.")
+
+        record.stage("timing")
+        options: dict[str, float] = {
+            "min_runs": max(request.runs, 5),
+            "warmup_min": max(request.warmup, 1),
+        }
+        options |= {k: v for k, v in (("rtol", request.rtol), ("atol", request.atol)) if v}
+        job = TimeJob(str(run_dir), where.split(":")[0], options)
+        # A timing.TimingResult (that module imports torch: not imported here, so the server
+        # and the CLI start where torch is not installed).
+        timed: Any = pool.run(where, job, request.timeout_s, cancel)
+
+        record.stage("check")
+        frame = timed.frame()
+        checks = [OutputCheck(**c) for c in timed.checks] or pre.checks
+        result = RunResult(
+            run_id=run_id,
+            run_dir=run_dir,
+            request=request,
+            processed=frame,
+            raw=frame.iloc[0:0],
+            checks=checks,
+            kernels={v.name: [] for v in request.effective_variants()},
+            warnings=[
+                *timed.notes,
+                f"measured by {timed.method} (no ncu, no counters)",
+                *outputs.short_kernel_warning(frame, timed.method),
+            ],
+            artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
+            seconds=time.monotonic() - start,
+            preflight=pre,
+            extra={"method": timed.method, "order": timed.order[:64]},
         )
-    except ProfiledProcessError as err:
-        raise preflight_run.source_error(run_dir / "error.json", err.stderr_tail) from err
-    except (NoKernelsProfiledError, NcuError) as err:
-        # An early exit (os._exit at import or in the entry) looks like "no kernels".
-        early = _ended_early(artifacts["manifest"], request)
-        if early is not None:
-            raise early from err
-        raise
-    early = _ended_early(artifacts["manifest"], request)
-    if early is not None:
-        raise early
-    record.stage("extract")
+
+        record.stage("save")
+        save_result(result)
+        record.passed()
+    return result
+
+
+# --- the ncu stages -------------------------------------------------------------------------
+
+
+def _measured_run(
+    request: ProfileRequest, run_dir: Path, run_id: str, pre: PreflightResult, seconds: float
+) -> RunResult:
+    """extract and aggregate (report + manifest -> rows -> frame), then check (outputs and
+    kernel counts -> OutputOK, warnings)."""
+    artifacts = artifact_paths(run_dir)
+    metrics = list(request.metrics) or [TIME_METRIC]
     manifest = measure.read_manifest(artifacts["manifest"])
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
-    combine = operator.add if request.combine_kernels == "sum" else None
     measured = measure.measure(
         artifacts["report"],
         manifest,
@@ -188,29 +289,28 @@ def _profile_under_ncu(
         configs,
         params,
         ignore_kernels=request.ignore_kernels,
-        combine=combine,
+        combine=operator.add if request.combine_kernels == "sum" else None,
     )
     variants = [v.name for v in request.effective_variants()]
     kernels = {
         v: list(dict.fromkeys(r.kernel for r in measured.records if r.annotation == v))
         for v in variants
     }
-    most = most_kernels_per_run(measured.records, variants, request.ignore_kernels)
+    most = outputs.most_kernels_per_run(measured.records, variants, request.ignore_kernels)
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
-    processed = _with_ok_column(measured.processed, request, checks)
     manifest["kernels"] = kernels
     artifacts["manifest"].write_text(json.dumps(manifest, indent=1))
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
         request=request,
-        processed=processed,
+        processed=outputs.with_ok_column(measured.processed, request, checks),
         raw=measured.raw,
         checks=checks,
         kernels=kernels,
-        warnings=_warnings(request, checks, kernels, most, pre),
+        warnings=outputs.ncu_run_warnings(request, checks, kernels, most, pre),
         artifacts={k: p for k, p in artifacts.items() if p.exists()},
-        seconds=done.seconds,
+        seconds=seconds,
         cuda_build=pre.cuda_build,
         preflight=pre,
         extra={"profile_cuda_build": manifest.get("cuda_build")},
@@ -218,26 +318,6 @@ def _profile_under_ncu(
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def most_kernels_per_run(
-    records: list[ActionRecord], variants: list[str], ignore: list[str]
-) -> dict[str, int]:
-    """Per variant, the most distinct kernels one call launched. Counted call by call: one
-    config may launch another kernel than the next (a library picks an algorithm per size)
-    without launching two per run."""
-    per_call: dict[tuple[str, int], set[str]] = {}
-    for r in records:
-        if r.annotation in variants and r.call is not None and r.kernel not in ignore:
-            per_call.setdefault((r.annotation, r.call), set()).add(r.kernel)
-    return {
-        v: max((len(k) for (a, _), k in per_call.items() if a == v), default=0) for v in variants
-    }
-
-
-def _ended_early(manifest: Path, request: ProfileRequest) -> SourceError | None:
-    found = preflight_run.read_manifest(manifest)
-    return preflight_run.early_exit(found, request, request.runs, 0)
 
 
 def _default_device() -> str:
@@ -265,59 +345,22 @@ def _poller(
     return poll
 
 
-def _with_ok_column(
-    processed: pd.DataFrame, request: ProfileRequest, checks: list[OutputCheck]
-) -> pd.DataFrame:
-    """OutputOK per row: no speedup may be read off a row whose outputs were wrong."""
-    params = request.param_names()
-    configs = request.expanded_configs()
-    ok: dict[tuple[str, tuple[str, ...]], bool] = {}
-    for c in checks:
-        key = (c.variant, tuple(str(configs[c.config_index][k]) for k in params))
-        ok[key] = ok.get(key, True) and c.ok
-    out = processed.copy()
-    out["OutputOK"] = [
-        ok.get((str(row["Annotation"]), tuple(str(row[k]) for k in params)), False)
-        for _, row in out.iterrows()
-    ]
-    return out
-
-
-def _warnings(
-    request: ProfileRequest,
-    checks: list[OutputCheck],
-    kernels: dict[str, list[str]],
-    most_per_run: dict[str, int],
-    pre: PreflightResult,
-) -> list[str]:
-    out = [
-        f"variant {c.variant!r} is WRONG for config #{c.config_index} {c.config}: {c.message}; "
-        "no speedup is claimed for it"
-        for c in checks
-        if not c.ok
-    ]
-    for variant, names in kernels.items():
-        kept = [n for n in names if n not in request.ignore_kernels]
-        most = most_per_run.get(variant, 0)
-        if most > 1 and request.combine_kernels == "sum":
-            out.append(
-                f"variant {variant!r} launches up to {most} kernels per run ({', '.join(kept)}); "
-                "their metrics are summed. Name helpers in ignore_kernels to drop them."
-            )
-    out += pre.notes
-    return out
-
-
 __all__ = [
     "CancelledError",
+    "Job",
+    "JobMode",
+    "JobResult",
     "OutputCheck",
     "PreflightFn",
     "PreflightResult",
     "RunResult",
+    "Warm",
     "default_runs_root",
     "load_run",
     "preflight",
     "profile",
     "raise_if_broken",
+    "run_job",
     "save_result",
+    "time_request",
 ]

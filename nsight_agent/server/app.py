@@ -18,9 +18,10 @@ from mcp.types import ToolAnnotations
 
 from nsight_agent import __version__, service
 from nsight_agent.engine import process
-from nsight_agent.engine import runs as runs_store
-from nsight_agent.engine.executor import Executor, LocalExecutor
-from nsight_agent.engine.worker import WorkerPool
+from nsight_agent.engine.executors.base import Executor
+from nsight_agent.engine.executors.local import LocalExecutor
+from nsight_agent.engine.store import runs as runs_store
+from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
 from nsight_agent.server import http, schemas, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
@@ -73,7 +74,7 @@ def executor_factory(
     """Made when the server starts (Ray is imported only when asked for). A local executor
     runs the pre-flights on the server's warm workers; Ray's nodes run their own."""
     if kind == "ray":
-        from nsight_agent.engine.ray_executor import RayExecutor
+        from nsight_agent.engine.executors.ray.executor import RayExecutor
 
         return lambda workers: RayExecutor(ray_address)
     return lambda workers: LocalExecutor(workers=workers)

@@ -26,9 +26,10 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from nsight_agent import service
-from nsight_agent.engine.executor import Executor, LocalExecutor
+from nsight_agent.engine.executors.base import Executor
+from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.pipeline import Progress, RunResult
-from nsight_agent.engine.worker import WorkerPool
+from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.request import ProfileRequest, validation_text
 from nsight_agent.server import http

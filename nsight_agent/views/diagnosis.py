@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
-from nsight_agent.engine import extract
+from nsight_agent.engine.collection import extract
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.report import gpu_name
 

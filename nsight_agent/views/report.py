@@ -14,7 +14,7 @@ from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose import roofline as rl
 from nsight_agent.diagnose import throughput as tp
 from nsight_agent.diagnose.bound import classify
-from nsight_agent.engine import extract as extraction
+from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.views.common import Page, page, sig
 
 # Shown for every kernel of a report when present, under short labels: what a first look needs

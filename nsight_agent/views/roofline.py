@@ -12,7 +12,7 @@ from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
 from nsight_agent.diagnose import findings as fd
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose import roofline as rl
-from nsight_agent.engine import extract as extraction
+from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.report import (
     BOUND_RULE,

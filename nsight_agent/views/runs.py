@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from nsight_agent.engine.aggregate import STABLE_RSD_PCT
+from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.views.common import ARTIFACT_URI, Page, page, scalar, sig
 

@@ -1,4 +1,4 @@
-"""The warm worker's own process (``python -m nsight_agent.engine.worker_main``) and its wire.
+"""The warm worker's own process (``python -m nsight_agent.engine.worker.main``) and its wire.
 
 Wire: each message is an 8-byte big-endian length and a pickle (cloudpickle for jobs, so
 shipped callables travel by value; plain pickle for replies). Jobs arrive on stdin; replies
@@ -212,13 +212,13 @@ def run_job(job: Job) -> Any:
     if isinstance(job, PreflightJob):
         return run_preflight(job)
     if isinstance(job, CallJob):
-        from nsight_agent.engine import shipping
+        from nsight_agent.engine.worker import shipping
 
         with _output_to(job.output):
             shipped = shipping.unship(job.payload)
             return shipped.func(*shipped.args, **shipped.kwargs)
     if isinstance(job, TimeJob):
-        from nsight_agent.engine import timing
+        from nsight_agent.engine.worker import timing
 
         with _output_to(job.output):
             return timing.time_run_dir(Path(job.run_dir), job.device, **job.options)
@@ -299,6 +299,6 @@ def main() -> int:
 
 if __name__ == "__main__":
     # Run the imported module's main, so that jobs unpickle to the same classes it checks.
-    from nsight_agent.engine import worker_main
+    from nsight_agent.engine.worker import main as worker_main
 
     sys.exit(worker_main.main())

@@ -15,12 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import ray_node
-from nsight_agent.engine.executor import Job, JobResult
+from nsight_agent.engine.executors.base import Job, JobResult
+from nsight_agent.engine.executors.ray import node as ray_node
+from nsight_agent.engine.executors.ray.cluster import RemoteJobError
 from nsight_agent.engine.pipeline import CancelledError
-from nsight_agent.engine.ray_cluster import RemoteJobError
-from nsight_agent.engine.run_status import tag_run
-from nsight_agent.engine.runs import PreflightResult, check_run_id, load_run
+from nsight_agent.engine.store.run_status import tag_run
+from nsight_agent.engine.store.runs import PreflightResult, check_run_id, load_run
 from nsight_agent.errors import NsightAgentError
 
 WHERE_KEYS = ("node", "gpu", "pid", "started", "ended")

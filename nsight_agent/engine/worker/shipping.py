@@ -333,7 +333,7 @@ def unship(payload: bytes, *, extend_path: bool = True) -> Shipped:
     """Rebuild what ``ship`` sent; import errors become ``ShippingError`` naming the module."""
     header = pickle.loads(payload)
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise ShippingError("Not a payload written by nsight_agent.engine.shipping.ship.")
+        raise ShippingError("Not a payload written by nsight_agent.engine.worker.shipping.ship.")
     if extend_path:
         sys.path[:0] = [p for p in header["sys_path"] if p not in sys.path]
     for filename, text in header["sources"].items():

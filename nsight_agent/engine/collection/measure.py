@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from nsight_agent.engine import aggregate, extract
+from nsight_agent.engine.collection import aggregate, extract
 from nsight_agent.errors import ProfiledProcessError
 
 

@@ -225,6 +225,10 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+# The folder that holds the nsight_agent package: child processes import it from there.
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+
+
 def python_executable() -> str:
     """The interpreter the profiled program runs in: the one running us."""
     return sys.executable or "python3"
@@ -233,7 +237,7 @@ def python_executable() -> str:
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The profiled program's environment: ours, with this package importable."""
     env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(PACKAGE_ROOT)
     parts = [package_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     env["PYTHONUNBUFFERED"] = "1"

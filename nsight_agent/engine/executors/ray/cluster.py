@@ -11,8 +11,8 @@ import socket
 import threading
 from typing import Any
 
-from nsight_agent.engine import ncu
-from nsight_agent.engine.executor import local_slots
+from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.pinning import local_slots
 from nsight_agent.errors import NcuNotFoundError, NsightAgentError
 
 RESOURCE = "nsight_agent_ncu"

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import process
-from nsight_agent.engine.executor import JobResult
+from nsight_agent.engine.executors.base import JobResult
 from nsight_agent.engine.pipeline import Progress
-from nsight_agent.engine.run_status import FINAL, read_status, write_status
-from nsight_agent.engine.runs import PreflightResult, check_run_id
+from nsight_agent.engine.store.run_status import FINAL, read_status, write_status
+from nsight_agent.engine.store.runs import PreflightResult, check_run_id
 from nsight_agent.errors import InvalidRequestError, RunIdCollisionError
 
 SCRATCH = "nsight-agent-ray"

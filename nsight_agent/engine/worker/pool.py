@@ -38,9 +38,11 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import ncu, preflight_run, process, shipping
-from nsight_agent.engine.runs import PreflightResult
-from nsight_agent.engine.worker_main import (
+from nsight_agent.engine import process
+from nsight_agent.engine.collection import ncu, preflight_run
+from nsight_agent.engine.store.runs import PreflightResult
+from nsight_agent.engine.worker import shipping
+from nsight_agent.engine.worker.main import (
     DEVICE_ENV,
     PARENT_ENV,
     CallJob,
@@ -174,7 +176,7 @@ class Worker:
             env["CUDA_VISIBLE_DEVICES"] = _visible(self.device.split(":")[1])
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [ncu.python_executable(), "-m", "nsight_agent.engine.worker_main"],
+                [ncu.python_executable(), "-m", "nsight_agent.engine.worker.main"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -42,11 +42,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import ray_node
-from nsight_agent.engine.executor import Executor, Job, JobHandle
-from nsight_agent.engine.gpu_host import GpuHost
-from nsight_agent.engine.pipeline import CancelledError, Progress
-from nsight_agent.engine.ray_cluster import (
+from nsight_agent.engine.executors.base import Executor, Job, JobHandle
+from nsight_agent.engine.executors.ray import node as ray_node
+from nsight_agent.engine.executors.ray.cluster import (
     RESOURCE,
     NodeLostError,
     NoFreeGpuError,
@@ -59,9 +57,11 @@ from nsight_agent.engine.ray_cluster import (
     local_resources,
     probe_address,
 )
-from nsight_agent.engine.ray_hosts import Host, HostPool, usable_gpus
-from nsight_agent.engine.ray_landing import land, salvage_run
-from nsight_agent.engine.runs import default_runs_root
+from nsight_agent.engine.executors.ray.gpu_host import GpuHost
+from nsight_agent.engine.executors.ray.hosts import Host, HostPool, usable_gpus
+from nsight_agent.engine.executors.ray.landing import land, salvage_run
+from nsight_agent.engine.pipeline import CancelledError, Progress
+from nsight_agent.engine.store.runs import default_runs_root
 
 __all__ = [
     "RESOURCE",

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nsight_agent.engine import ray_node
+from nsight_agent.engine.executors.ray import node as ray_node
+from nsight_agent.engine.executors.ray.cluster import NoFreeGpuError, RemoteJobError
 from nsight_agent.engine.pipeline import CancelledError
-from nsight_agent.engine.ray_cluster import NoFreeGpuError, RemoteJobError
 
 HostState = Literal["starting", "idle", "busy", "dead"]
 

@@ -21,7 +21,7 @@ import ncu_report
 import pandas as pd
 
 from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
-from nsight_agent.engine.report_file import check_report_file
+from nsight_agent.engine.collection.report_file import check_report_file
 from nsight_agent.errors import (
     ExtractionError,
     KernelCountMismatchError,

@@ -1,7 +1,7 @@
 """The program ncu runs for ``analyze.kernel``: load the shipped function, run every config
 ``runs`` times inside an NVTX call range, and write the manifest.
 
-Run as ``python -m nsight_agent.engine.entry SPEC.pkl``. The function arrives by value
+Run as ``python -m nsight_agent.engine.worker.entry SPEC.pkl``. The function arrives by value
 (``engine.shipping``): the user's script, notebook or ``python -c`` line is not imported or
 re-run here. Only where by value failed is its module imported by name (then code under
 ``if __name__ == "__main__":`` does not run, and a profiled function called at import time stops
@@ -22,11 +22,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from nsight_agent.engine import shipping
-from nsight_agent.engine.shipping import WORKER_ENV as CHILD_ENV
-from nsight_agent.engine.shipping import ImportStop, in_worker
+from nsight_agent.engine.worker import shipping
+from nsight_agent.engine.worker.shipping import WORKER_ENV as CHILD_ENV
+from nsight_agent.engine.worker.shipping import ImportStop, in_worker
 
-ENGINE_DIR = str(Path(__file__).resolve().parent)
+# Frames under engine/ are ours: tracebacks shown to the user start below them.
+ENGINE_DIR = str(Path(__file__).resolve().parents[1])
 
 
 def in_child() -> bool:

@@ -22,7 +22,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from nsight_agent.engine.harness import render
-from nsight_agent.engine.run_status import (
+from nsight_agent.engine.store.run_status import (
     STATUS_FILE,
     read_status,
     storage_errors,

@@ -19,7 +19,7 @@ For each config:
 4. stop after ``min_runs`` once the 95% confidence interval of every variant's median is
    within ``ci_target_pct`` of it, or at ``max_runs``, or past ``max_seconds``.
 
-Rows use the processed frame's columns (``engine/aggregate.py``), so ``views/compare.py``
+Rows use the processed frame's columns (``engine/collection/aggregate.py``), so ``views/compare.py``
 reads them unchanged: Metric is ``gpu__time_duration.sum`` (the same quantity as ncu's, in ns,
 measured by another method: the ``Method`` column says which); AvgValue, StdDev and
 CI95_Lower/Upper are the mean, the sample std (n-1) and mean ± 1.96·std/√n as in the ncu path;

@@ -25,11 +25,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import ray_node
-from nsight_agent.engine.executor import Job, JobResult, LocalExecutor
+from nsight_agent.engine.executors.local import LocalExecutor
+from nsight_agent.engine.executors.ray import node as ray_node
 from nsight_agent.engine.pinning import has_gpu
-from nsight_agent.engine.pipeline import Progress
-from nsight_agent.engine.worker import WorkerPool
+from nsight_agent.engine.pipeline import Job, JobResult, Progress
+from nsight_agent.engine.worker.pool import WorkerPool
 
 
 class GpuHost:

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import ncu, process
+from nsight_agent.engine import process
+from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.run_status import tag_run
-from nsight_agent.engine.runs import OutputCheck, PreflightResult
+from nsight_agent.engine.store.run_status import tag_run
+from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
 from nsight_agent.errors import CollectionTimeoutError
 from nsight_agent.request import ProfileRequest
 
@@ -58,7 +59,7 @@ def result_from_files(
     warm: bool = False,
 ) -> PreflightResult:
     """What a pre-flight left in ``run_dir`` (manifest, error file, output) as its result,
-    however the harness was run (a new interpreter here, a warm worker in engine/worker.py);
+    however the harness was run (a new interpreter here, a warm worker in engine/worker/pool.py);
     the result is also written next to them."""
     found = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
     manifest = found or {}

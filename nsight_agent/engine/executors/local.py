@@ -1,0 +1,204 @@
+"""The local executor: one job per GPU of this machine at a time, the others queued.
+
+``LocalExecutor`` runs jobs first come first served; a cancelled job leaves the queue at once.
+Each slot is one GPU, named as this process's ``CUDA_VISIBLE_DEVICES`` names it (or 0..N-1 as
+NVML counts them); a machine with no GPU has one "cpu" slot. The job's child processes see
+only its GPU: the slot thread pins the job (``pinning.pinned``) and ``ncu.child_env`` adds
+``CUDA_VISIBLE_DEVICES`` from the pin.
+
+Fairness: a comparison (every variant and config of one request) is one job, so it always runs
+on one GPU, never split across GPUs whose clocks differ; independent jobs run in parallel.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsight_agent.engine import pinning
+from nsight_agent.engine.executors.base import Executor, JobFunction, JobHandle
+from nsight_agent.engine.pinning import local_slots
+from nsight_agent.engine.pipeline import CancelledError, Job, JobResult, Progress, Warm, run_job
+from nsight_agent.engine.worker.pool import WorkerPool
+
+__all__ = ["LocalExecutor", "local_slots"]
+
+
+def _run_job(job: Job, cancel: threading.Event | None, on_progress: Progress | None) -> JobResult:
+    return run_job(job, cancel=cancel, on_progress=on_progress)
+
+
+@dataclass
+class _Slot:
+    device: str
+    job: JobHandle | None = None
+    thread: threading.Thread | None = None
+    done: int = 0
+
+
+@dataclass
+class _Queued:
+    handle: JobHandle
+    on_progress: Progress | None = field(default=None)
+
+
+class LocalExecutor(Executor):
+    """One job per GPU of this machine at a time; the others queue (first come, first served).
+
+    ``slots``: the devices to use (default ``local_slots()``); ``job_function``: what runs a
+    job in a slot (default ``run_job``; tests pass a stand-in); ``workers``: warm workers that
+    run each profile job's pre-flight on the slot's GPU, so only the ncu process starts cold.
+    """
+
+    name = "local"
+
+    def __init__(
+        self,
+        slots: list[str] | None = None,
+        *,
+        job_function: JobFunction | None = None,
+        workers: WorkerPool | None = None,
+    ) -> None:
+        self._devices = list(slots) if slots is not None else None
+        self._workers = workers
+        self.runs_timing = workers is not None
+        self._function = job_function or (_run_job if workers is None else self._run_job_warm)
+        self._queue: collections.deque[_Queued] = collections.deque()
+        self._cond = threading.Condition()
+        self._slots: list[_Slot] = []
+        self._closed = False
+
+    def slots(self) -> list[str]:
+        with self._cond:
+            self._start_slots()
+            return [s.device for s in self._slots]
+
+    def submit(
+        self,
+        job: Job,
+        *,
+        cancel: threading.Event | None = None,
+        on_progress: Progress | None = None,
+    ) -> JobHandle:
+        handle = JobHandle(job, cancel, on_cancel=self._drop_if_queued)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the executor is closed")
+            self._start_slots()
+            busy = sum(1 for s in self._slots if s.job is not None)
+            ahead, total = busy + len(self._queue), len(self._slots)
+            self._queue.append(_Queued(handle, on_progress))
+            self._cond.notify()
+        if ahead >= total and on_progress is not None:
+            on_progress(0, 1, f"queued: {ahead} job(s) ahead for {total} GPU slot(s)")
+        return handle
+
+    def pool_info(self) -> dict[str, Any]:
+        with self._cond:
+            self._start_slots()
+            slots = [
+                {
+                    "device": s.device,
+                    "state": "busy" if s.job is not None else "idle",
+                    "job": s.job.job.name if s.job is not None else None,
+                    "jobs_done": s.done,
+                }
+                for s in self._slots
+            ]
+            return {
+                "executor": self.name,
+                "slots": slots,
+                "gpus": sum(1 for s in self._slots if s.device != "cpu"),
+                "running": sum(1 for s in self._slots if s.job is not None),
+                "queued": len(self._queue),
+            }
+
+    def close(self) -> None:
+        """Refuse new jobs, cancel the queued ones; running jobs finish (or are cancelled by
+        their own event)."""
+        with self._cond:
+            self._closed = True
+            dropped = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+        for q in dropped:
+            q.handle.future.set_exception(CancelledError("The executor was closed."))
+
+    # --- inside -------------------------------------------------------------------------------
+
+    def _run_job_warm(
+        self, job: Job, cancel: threading.Event | None, on_progress: Progress | None
+    ) -> JobResult:
+        """``run_job`` with the warm worker of this thread's slot."""
+        assert self._workers is not None
+        warm = Warm(self._workers, self._worker_device(pinning.current_device()))
+        return run_job(job, cancel=cancel, on_progress=on_progress, warm=warm)
+
+    def _worker_device(self, slot: str | None) -> str:
+        """The worker pool's name for a slot: the slot's position, as ``cuda:N`` ("cpu" stays).
+
+        Slots are this process's CUDA_VISIBLE_DEVICES entries (maybe UUIDs) in order, and the
+        worker maps position N back to entry N."""
+        devices = [s.device for s in self._slots]
+        if slot is None or slot == "cpu" or slot not in devices:
+            return "cpu" if slot == "cpu" or not devices else "cuda:0"
+        return f"cuda:{devices.index(slot)}"
+
+    def _start_slots(self) -> None:
+        """Create the slot threads on first use (counting GPUs may import NVML or torch)."""
+        if self._slots:
+            return
+        for device in self._devices if self._devices is not None else local_slots():
+            slot = _Slot(device)
+            slot.thread = threading.Thread(
+                target=self._serve, args=(slot,), name=f"nsight-agent-slot-{device}", daemon=True
+            )
+            self._slots.append(slot)
+            slot.thread.start()
+
+    def _drop_if_queued(self, handle: JobHandle) -> None:
+        with self._cond:
+            found = [q for q in self._queue if q.handle is handle]
+            for q in found:
+                self._queue.remove(q)
+        if found and not handle.future.done():
+            handle.future.set_exception(
+                CancelledError("The job was cancelled while it waited for a GPU.")
+            )
+
+    def _serve(self, slot: _Slot) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                item = self._queue.popleft()
+                slot.job = item.handle
+            try:
+                self._run_one(slot, item)
+            finally:
+                with self._cond:
+                    slot.job = None
+                    slot.done += 1
+
+    def _run_one(self, slot: _Slot, item: _Queued) -> None:
+        handle = item.handle
+        if handle.future.done():
+            return
+        if handle.cancel_event.is_set():
+            handle.future.set_exception(CancelledError("The job was cancelled before it ran."))
+            return
+        handle.device, handle.started, handle.attempts = slot.device, time.time(), 1
+        try:
+            with pinning.pinned(slot.device):
+                result = self._function(handle.job, handle.cancel_event, item.on_progress)
+        except BaseException as err:  # handed to the waiting caller
+            handle.ended = time.time()
+            handle.future.set_exception(err)
+        else:
+            handle.ended = time.time()
+            handle.future.set_result(result)

@@ -1,0 +1,1 @@
+"""The run store: run folders, their status records, retention."""
