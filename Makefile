@@ -29,3 +29,9 @@ gpu-test: venv
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# Mutation testing of the modules that judge (docs/TESTING.md). Slow (minutes a module on two
+# cores), so not part of `make test`. One module: make mutate MODULES=nsight_agent/request.py
+.PHONY: mutate
+mutate: venv
+	bash scripts/mutate $(MODULES)

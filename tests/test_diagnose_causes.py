@@ -429,13 +429,18 @@ def test_excess_bytes_fold_into_uncoalesced_access() -> None:
 def test_ranking_by_gain_and_small_gains_dropped() -> None:
     both = {
         **OCC,
-        cc.THREADS_PER_INST: 30.0,  # 6 % idle lanes x 20 % busy: 1.25 % gain, dropped
+        SM: 10.0,
+        cc.THREADS_PER_INST: 23.0,  # divergent: 9/32 idle lanes x 10 % SM busy = 2.8 % gain
         "launch__waves_per_multiprocessor": 1.01,  # tail: 49.5 %
     }
+    # The divergence check fires on its own; only the minimum-gain rule (3 %) drops it.
+    small = fired(cc.warp_divergence(context(with_(both))))
+    assert small.gain == pytest.approx(2.8)
     d = diagnose_action(with_(both))
     assert [c.id for c in d.causes] == ["occupancy_registers", "tail_effect"]
-    assert d.causes[0].gain is not None and d.causes[1].gain is not None
-    assert d.causes[0].gain >= d.causes[1].gain
+    assert d.causes[0].gain == pytest.approx(61.2) and d.causes[1].gain == pytest.approx(49.5)
+    kept = diagnose_action(with_(both), thresholds=DiagnosisThresholds(min_gain_pct=2.8))
+    assert [c.id for c in kept.causes] == ["occupancy_registers", "tail_effect", "warp_divergence"]
 
 
 def everything() -> FakeAction:

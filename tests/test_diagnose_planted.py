@@ -8,6 +8,7 @@ must be reported at its roof with no defect cause.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,15 @@ def _dtypes(entry: dict[str, Any]) -> list[str] | None:
     return [str(d) for d in dtype] if isinstance(dtype, list) else [str(dtype)]
 
 
+@functools.cache
+def _loaded(kernel_id: str) -> tuple[Any, Any]:
+    """(report, its first action), read once per session (the report keeps the action alive)."""
+    report = ncu_report.load_report(str(PLANTED / f"{kernel_id}.ncu-rep"))
+    return report, report.range_by_idx(0).action_by_idx(0)
+
+
 def diagnose(entry: dict[str, Any]) -> KernelDiagnosis:
-    report = ncu_report.load_report(str(PLANTED / f"{entry['id']}.ncu-rep"))
-    action = report.range_by_idx(0).action_by_idx(0)
+    _, action = _loaded(str(entry["id"]))
     ideal = entry.get("ideal_bytes")
     return diagnose_action(
         action, ideal_bytes=float(ideal) if ideal else None, input_dtypes=_dtypes(entry)
