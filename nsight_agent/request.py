@@ -145,6 +145,10 @@ class ProfileRequest(BaseModel):
     rtol: float | None = Field(None, ge=0)
     atol: float | None = Field(None, ge=0)
     seed: int = 0
+    vary_inputs: bool = Field(
+        True,
+        description="Refill floating-point inputs from each run's seed when setup ignores it.",
+    )
     ignore_kernels: list[str] = Field(default_factory=list)
     combine_kernels: CombineKernels = "sum"
     cuda_source: str | None = None

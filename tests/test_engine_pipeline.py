@@ -17,7 +17,7 @@ from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import outputs, preflight_run
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.errors import InvalidRequestError
+from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.request import ProfileRequest, Variant
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "contract"
@@ -211,17 +211,30 @@ def test_kernel_counts_of_a_gpu_preflight_are_checked_per_variant_and_config() -
     calls += [call("flaky", 0, ["k"]), call("flaky", 0, ["k", "add"])]
     calls += [call("cached", 1, []), call("cached", 1, [])]
     result = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
-    preflight_run._add_check_errors(result, {"calls": calls, "checks": []})
-    assert not result.ok and result.stage == "entry"
+    preflight_run._add_check_errors(result, {"calls": calls, "checks": []}, "run")
+    # Variants other than the baseline fail alone: dropped with their verdicts, not raised.
+    assert not result.ok and result.stage == "variant"
     assert result.errors == [
         "variant 'flaky', config #0: the number of kernels changes between runs ([1, 2]); "
         "warm up autotuners/caches in the first call or use replay_mode='range'",
         "variant 'cached', config #1: the entry launched no CUDA kernel (are the tensors on "
         "the GPU? does it return a cached result?)",
     ]
+    assert {k: v["verdict"] for k, v in result.dropped.items()} == {
+        "flaky": "suspect",
+        "cached": "no_kernel",
+    }
+    assert result.dropped["cached"]["config_index"] == 1
+    preflight_run.raise_if_broken(result)  # a variant's failure does not end the run
+    # The baseline's own failure does: nothing can be compared without it.
+    base = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
+    preflight_run._add_check_errors(base, {"calls": calls, "checks": []}, "cached")
+    assert base.stage == "entry" and "cached" not in base.dropped
+    with pytest.raises(SourceError, match="launched no CUDA kernel"):
+        preflight_run.raise_if_broken(base)
     clean = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
-    preflight_run._add_check_errors(clean, {"calls": calls[:3], "checks": []})
-    assert clean.ok and clean.errors == []
+    preflight_run._add_check_errors(clean, {"calls": calls[:3], "checks": []}, "run")
+    assert clean.ok and clean.errors == [] and clean.dropped == {}
 
 
 @needs_nvcc
@@ -250,7 +263,7 @@ def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An `ncu` that records being called: profile() must stop before it."""
     marker = tmp_path / "ncu-was-called"
     script = tmp_path / "ncu"
-    script.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    script.write_text(f'#!/bin/sh\necho "$@" > {marker}\nexit 1\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("NCU", str(script))
     return marker
@@ -260,10 +273,10 @@ def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("source", "variants", "stage"),
     [
         (SETUP + "def run(x)\n    return x\n", [], "import"),
-        (
-            SETUP + "def run(x):\n    return x * 2\n\ndef bad(x):\n    return x.double()\n",
-            [Variant(name="ref"), Variant(name="bad", entry="bad")],
-            "check",
+        (  # the baseline raising: nothing can be compared
+            SETUP + "def run(x):\n    raise ValueError('no')\n\ndef ok(x):\n    return x\n",
+            [Variant(name="ref"), Variant(name="ok", entry="ok")],
+            "entry",
         ),
     ],
 )
@@ -274,6 +287,31 @@ def test_profile_stops_before_ncu_on_a_broken_source(
         pipeline.profile(request(source, variants=variants), runs_root=tmp_path / "runs")
     assert info.value.stage == stage
     assert not fake_ncu.exists()
+
+
+def test_a_variant_that_fails_alone_is_dropped_and_the_others_go_to_ncu(
+    tmp_path: Path, fake_ncu: Path
+) -> None:
+    """A variant with outputs of the wrong dtype and one that raises cost their own rows: the
+    pre-flight drops them with their verdicts and ncu runs the harness without them."""
+    source = SETUP + "def run(x):\n    return x * 2\n\ndef bad(x):\n    return x.double()\n"
+    source += "def boom(x):\n    raise RuntimeError('boom')\n"
+    variants = [Variant(name="ref"), Variant(name="bad", entry="bad")]
+    variants.append(Variant(name="boom", entry="boom"))
+    with pytest.raises(NsightAgentError):  # the fake ncu fails; what matters is its argv
+        pipeline.profile(request(source, variants=variants), runs_root=tmp_path / "runs")
+    assert "--skip bad,boom" in fake_ncu.read_text()
+    pre = preflight_run.result_from_files(
+        next(d for d in (tmp_path / "runs").iterdir() if not d.name.startswith(".")),
+        request(source, variants=variants),
+        "cpu",
+        0,
+        0.0,
+    )
+    assert pre.dropped["bad"]["verdict"] == "incorrect" and pre.dropped["bad"]["reason"] == "dtype"
+    assert pre.dropped["boom"]["verdict"] == "error" and pre.dropped["boom"]["stage"] == "entry"
+    assert "boom" in pre.dropped["boom"]["message"] and pre.dropped["boom"]["line"] == 12
+    preflight_run.raise_if_broken(pre)
 
 
 def test_profile_can_be_cancelled(tmp_path: Path, fake_ncu: Path) -> None:

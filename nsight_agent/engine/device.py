@@ -159,6 +159,16 @@ def _nvml_gpus(unknown: list[str]) -> tuple[list[GpuInfo], str | None]:
         pynvml.nvmlShutdown()
 
 
+def dram_peak(slot: str | None = None) -> float | None:
+    """Peak DRAM bandwidth (B/s) of GPU ``slot`` (an index as CUDA_VISIBLE_DEVICES names it;
+    otherwise the first GPU), from NVML; None where NVML cannot tell."""
+    gpus, _ = _nvml_gpus([])
+    if not gpus:
+        return None
+    index = int(slot) if slot and slot.isdigit() and int(slot) < len(gpus) else 0
+    return gpus[index].peak_dram_bytes_per_s
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 

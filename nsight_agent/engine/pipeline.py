@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
 
+from nsight_agent.engine import device, pinning
 from nsight_agent.engine.collection import measure, ncu, ncu_run, outputs, preflight_run
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
@@ -197,7 +198,7 @@ def profile(
         record.stage("ncu")
         say(0, total, "profiling under ncu")
         poll = _poller(cancel, on_progress, run_dir / "progress.txt", total)
-        seconds = ncu_run.collect(request, run_dir, run_id, poll)
+        seconds = ncu_run.collect(request, run_dir, run_id, poll, skip=sorted(pre.dropped))
 
         record.stage("extract")
         result = _measured_run(request, run_dir, run_id, pre, seconds)
@@ -231,12 +232,12 @@ def time_request(
             raise RunCancelledError("The run was cancelled before timing started.")
 
         record.stage("timing")
-        options: dict[str, float] = {
+        options: dict[str, Any] = {
             "min_runs": max(request.runs, 5),
             "warmup_min": max(request.warmup, 1),
         }
         options |= {k: v for k, v in (("rtol", request.rtol), ("atol", request.atol)) if v}
-        job = TimeJob(str(run_dir), where.split(":")[0], options)
+        job = TimeJob(str(run_dir), where.split(":")[0], options | {"skip": sorted(pre.dropped)})
         # A timing.TimingResult (that module imports torch: not imported here, so the server
         # and the CLI start where torch is not installed).
         timed: Any = pool.run(where, job, request.timeout_s, cancel)
@@ -261,6 +262,8 @@ def time_request(
             seconds=time.monotonic() - start,
             preflight=pre,
             extra={"method": timed.method, "order": timed.order[:64]},
+            dropped={**pre.dropped, **timed.dropped},
+            suspects=outputs.first_per_config([*pre.suspects, *timed.suspects]),
         )
 
         record.stage("save")
@@ -282,6 +285,8 @@ def _measured_run(
     manifest = measure.read_manifest(artifacts["manifest"])
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
+    baseline = request.baseline_name()
+    droppable = {v.name: "" for v in request.effective_variants() if v.name != baseline}
     measured = measure.measure(
         artifacts["report"],
         manifest,
@@ -290,7 +295,13 @@ def _measured_run(
         params,
         ignore_kernels=request.ignore_kernels,
         combine=operator.add if request.combine_kernels == "sum" else None,
+        droppable=droppable,
     )
+    uneven = {
+        name: {"verdict": "suspect", "stage": "profile", "message": why}
+        for name, why in droppable.items()
+        if why
+    }
     variants = [v.name for v in request.effective_variants()]
     kernels = {
         v: list(dict.fromkeys(r.kernel for r in measured.records if r.annotation == v))
@@ -314,6 +325,18 @@ def _measured_run(
         cuda_build=pre.cuda_build,
         preflight=pre,
         extra={"profile_cuda_build": manifest.get("cuda_build")},
+        dropped={**pre.dropped, **(manifest.get("dropped") or {}), **uneven},
+        suspects=outputs.first_per_config(
+            [
+                *(manifest.get("suspects") or []),
+                *outputs.floor_suspects(
+                    measured.processed,
+                    request,
+                    manifest.get("out_bytes") or [],
+                    device.dram_peak(pinning.current_device()),
+                ),
+            ]
+        ),
     )
 
 

@@ -44,8 +44,8 @@ ConfigsArg = Annotated[Grid, Field(description='List of dicts, or a grid {"N": [
 OptionsArg = Annotated[
     dict[str, Any] | None,
     Field(
-        description="Advanced: setup warmup sections replay_mode cache_control "
-        "clock_control timeout_s ignore_kernels combine_kernels rtol atol deep"
+        description="setup warmup sections replay_mode cache_control clock_control "
+        "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep"
     ),
 ]
 
@@ -66,6 +66,7 @@ class Options(BaseModel):
     combine_kernels: CombineKernels = "sum"
     rtol: float | None = None
     atol: float | None = None
+    vary_inputs: bool = True
     deep: bool = True
 
     def fields(self, *names: str) -> dict[str, Any]:
@@ -164,7 +165,7 @@ async def compare_variants(
                 language=language,
                 runs=runs,
                 **o.fields("setup", "warmup", "rtol", "atol", "cache_control"),
-                **o.fields("clock_control", "timeout_s"),
+                **o.fields("clock_control", "timeout_s", "vary_inputs"),
             )
             run = await run_profile(request, ctx, method)
         s = compare.compare_summary(run, baseline=baseline, offset=offset, limit=limit)

@@ -24,12 +24,38 @@ from nsight_agent.views.runs import (
     variant_names,
 )
 
-Verdict = Literal["baseline", "faster", "slower", "within_noise", "incorrect", "no_data"]
+Verdict = Literal[
+    "baseline",
+    "faster",
+    "slower",
+    "within_noise",
+    "incorrect",
+    "suspect",
+    "error",
+    "no_kernel",
+    "no_data",
+]
+Overall = Literal[
+    "faster",
+    "slower",
+    "within_noise",
+    "mixed",
+    "incorrect",
+    "suspect",
+    "error",
+    "no_kernel",
+    "baseline",
+    "no_data",
+]
+# A variant with one of these at any config gets it overall (first listed wins), no speedup.
+FAILING: tuple[Verdict, ...] = ("error", "no_kernel", "incorrect", "suspect")
 
 VERDICT_RULE = (
     "speedup = baseline mean time / variant mean time; faster or slower when the 95% CIs "
     "(mean ± 1.96·std/√n) do not overlap, else within_noise (also with n < 2); incorrect when "
-    "the output check failed, whatever the time; no_data when not measured"
+    "the output check failed, whatever the time; suspect when the measurement cannot be "
+    "trusted (docs/ANTI_GAMING.md: below the DRAM floor, no GPU work, a reused output, a "
+    "replaced timer); error (raised) and no_kernel: not measured; no_data when not measured"
 )
 
 
@@ -39,7 +65,8 @@ class VariantTiming(BaseModel):
     speedup: float | None = Field(default=None, description="baseline time / this time")
     verdict: Verdict
     check: str | None = Field(
-        default=None, description="Why the output check failed (max errors), when it did"
+        default=None,
+        description="Why the output check failed (max errors), why it is suspect, or its error",
     )
 
 
@@ -51,9 +78,7 @@ class CompareConfig(BaseModel):
 
 class VariantOverall(BaseModel):
     geomean_speedup: float | None = Field(default=None, description="Over the configs measured")
-    verdict: Literal[
-        "faster", "slower", "within_noise", "mixed", "incorrect", "baseline", "no_data"
-    ]
+    verdict: Overall
     configs_faster: int = 0
     configs_slower: int = 0
 
@@ -139,7 +164,13 @@ def compare_summary(
             f"Run {run.run_id} has no {metric!r} rows to compare.",
             f"Metrics in this run: {', '.join(dict.fromkeys(run.processed['Metric']))}.",
         )
+    dropped: dict[str, dict[str, Any]] = dict(getattr(run, "dropped", None) or {})
+    suspects = {
+        (str(s["variant"]), int(s["config_index"])): str(s["reason"])
+        for s in getattr(run, "suspects", None) or []
+    }
     variants = variant_names(frame)
+    variants += [v for v in dropped if v not in variants]
     base = baseline or getattr(run.request, "baseline", None) or variants[0]
     if base not in variants:
         raise InvalidRequestError(
@@ -152,7 +183,7 @@ def compare_summary(
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for row in frame.to_dict("records"):
         rows[(str(row["Annotation"]), config_index(configs, row, params))] = row
-    indices = sorted({i for _, i in rows})
+    indices = sorted({i for _, i in rows}) or list(range(len(configs)))
     out: list[CompareConfig] = []
     speedups: dict[str, list[float]] = {v: [] for v in variants}
     verdicts: dict[str, list[Verdict]] = {v: [] for v in variants}
@@ -164,10 +195,15 @@ def compare_summary(
             check = checks.get((name, idx))
             failed = check is not None and not bool(check.ok)
             timing = _timing(r, b, is_base=name == base, failed=failed)
-            if timing.speedup is not None:
-                speedups[name].append(timing.speedup)
             if failed:
                 timing.check = _check_text(check)
+            elif name in dropped:
+                timing = _dropped(dropped[name])
+            elif (name, idx) in suspects and name != base:
+                timing.verdict, timing.speedup = "suspect", None
+                timing.check = suspects[(name, idx)][:300]
+            if timing.speedup is not None:
+                speedups[name].append(timing.speedup)
             verdicts[name].append(timing.verdict)
             entry[name] = timing
         out.append(
@@ -202,18 +238,31 @@ def compare_summary(
     )
 
 
+def _dropped(detail: dict[str, Any]) -> VariantTiming:
+    """A variant not measured: it raised (error), launched no kernel, or had outputs of the
+    wrong structure (incorrect); its message says where."""
+    verdict = str(detail.get("verdict") or "error")
+    where = f" at {detail['stage']}" if detail.get("stage") else ""
+    line = f" (line {detail['line']})" if detail.get("line") else ""
+    config = f", config #{detail['config_index']}" if detail.get("config_index") is not None else ""
+    return VariantTiming(
+        time=None,
+        verdict=verdict if verdict in FAILING else "error",  # type: ignore[arg-type]
+        check=f"{verdict}{where}{line}{config}: {detail.get('message', '')}"[:300],
+    )
+
+
 def variant_overall(
     is_base: bool, verdicts: list[Verdict], speedups: list[float]
 ) -> VariantOverall:
     faster = verdicts.count("faster")
     slower = verdicts.count("slower")
-    verdict: Literal[
-        "faster", "slower", "within_noise", "mixed", "incorrect", "baseline", "no_data"
-    ]
+    failing = [v for v in FAILING if v in verdicts]
+    verdict: Overall
     if is_base:
         verdict = "baseline"
-    elif "incorrect" in verdicts:
-        verdict = "incorrect"  # a wrong variant is never called faster
+    elif failing:
+        verdict = failing[0]  # a wrong or untrusted variant is never called faster
     elif not speedups:
         verdict = "no_data"
     elif faster and slower:
@@ -227,7 +276,7 @@ def variant_overall(
     else:
         verdict = "within_noise"
     return VariantOverall(
-        geomean_speedup=None if is_base or verdict == "incorrect" else _geomean(speedups),
+        geomean_speedup=None if is_base or verdict in FAILING else _geomean(speedups),
         verdict=verdict,
         configs_faster=faster,
         configs_slower=slower,

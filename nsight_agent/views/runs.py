@@ -154,6 +154,17 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
     A wrong variant is said once, with the configs it failed (each config's entry keeps its own
     check text), not once per config."""
     out = _one_line_per_wrong_variant(list(run.warnings))
+    for name, d in (getattr(run, "dropped", None) or {}).items():
+        out.append(
+            f"variant {name!r} was not measured: {d.get('verdict')} at {d.get('stage')}"
+            + (f" (line {d['line']})" if d.get("line") else "")
+            + f": {str(d.get('message', ''))[:200]}"
+        )
+    for s in getattr(run, "suspects", None) or []:
+        out.append(
+            f"variant {s['variant']!r} is SUSPECT for config #{s['config_index']}: "
+            f"{str(s['reason'])[:240]}; no speedup is claimed for it"
+        )
     unstable = frame[~frame["StableMeasurement"].astype(bool)] if len(frame) else frame
     if len(unstable):
         worst = unstable["RelativeStdDevPct"].max()
@@ -246,7 +257,8 @@ def profile_summary(
         entry = groups.get(key)
         if entry is None:
             check = checks.get(key)
-            kernel = str(row.get("Kernel") or "") or None
+            raw_kernel = row.get("Kernel")
+            kernel = None if raw_kernel is None or pd.isna(raw_kernel) else str(raw_kernel) or None
             entry = ConfigResult(
                 config_index=idx,
                 config=configs[idx] if idx >= 0 else dict(zip(params, _config_key(row, params))),

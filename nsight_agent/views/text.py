@@ -106,6 +106,16 @@ def render_compare(s: CompareSummary) -> str:
     for name, o in s.overall.items():
         if o.verdict != "baseline":
             lines.append(f"{name}: geomean x{_fmt(o.geomean_speedup)} -> {o.verdict}")
+        why = next(
+            (
+                c.variants[name].check
+                for c in s.configs
+                if name in c.variants and c.variants[name].check
+            ),
+            None,
+        )
+        if why and o.verdict in ("error", "no_kernel", "suspect", "incorrect"):
+            lines.append(f"  {name} {o.verdict}: {why}")
     lines.append(f"rule: {s.rule}")
     return _closing(lines, s.warnings, s.page)
 

@@ -210,10 +210,14 @@ def group_kernels(
     calls: Sequence[Call],
     ignore_kernel_list: Sequence[str] | None = None,
     combine: Combine | None = None,
+    droppable: dict[str, str] | None = None,
 ) -> dict[str, list[tuple[Call, ActionRecord | None]]]:
     """Annotation -> one (call, combined record) per call, in call order.
 
-    A failed annotation (``ignore_failures``) yields ``None`` for that call.
+    A failed annotation (``ignore_failures``) yields ``None`` for that call. An annotation in
+    ``droppable`` whose kernel count changes between runs is left out, its message written
+    into ``droppable[name]``, instead of failing the whole report (a variant of a comparison
+    that returns a cached result on some calls costs its own row).
     """
     ignore = set(ignore_kernel_list or ())
     by_key: dict[tuple[int, str], list[ActionRecord]] = {}
@@ -243,6 +247,12 @@ def group_kernels(
         uneven = {cfg: sorted(n) for cfg, n in per_config.items() if len(n) > 1}
         if uneven:
             detail = "; ".join(f"config #{cfg}: {n}" for cfg, n in uneven.items())
+            if droppable is not None and name in droppable:
+                droppable[name] = (
+                    "it launched a different number of kernels in different runs of the same "
+                    f"config (kernel counts seen: {detail}): a result kept from an earlier call?"
+                )
+                continue
             raise KernelCountMismatchError(
                 f"Annotation {name!r} launched a different number of kernels in different runs "
                 f"of the same config (kernel counts seen: {detail}).",

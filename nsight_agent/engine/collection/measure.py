@@ -46,11 +46,13 @@ def measure(
     derive_metric: extract.DeriveMetric | None = None,
     normalize_against: str | None = None,
     suggest: Callable[[str], list[str]] | None = None,
+    droppable: dict[str, str] | None = None,
 ) -> Measured:
-    """Read ``metrics`` of every kernel, tie each to its (config, run), and aggregate."""
+    """Read ``metrics`` of every kernel, tie each to its (config, run), and aggregate.
+    ``droppable``: annotations left out (with why) rather than failing the whole report."""
     calls = extract.calls_from_manifest(manifest)
     records = extract.read_actions(report, metrics, suggest=suggest)
-    grouped = extract.group_kernels(records, calls, ignore_kernels, combine)
+    grouped = extract.group_kernels(records, calls, ignore_kernels, combine, droppable)
     raw = extract.raw_frame(grouped, metrics, configs, params, derive_metric)
     processed = aggregate.aggregate(raw, params, normalize_against)
     return Measured(records, raw, processed)

@@ -17,9 +17,16 @@ from nsight_agent.errors import NcuError, NoKernelsProfiledError, ProfiledProces
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 
 
-def collect(request: ProfileRequest, run_dir: Path, run_id: str, poll: Callable[[], None]) -> float:
+def collect(
+    request: ProfileRequest,
+    run_dir: Path,
+    run_id: str,
+    poll: Callable[[], None],
+    skip: list[str] | None = None,
+) -> float:
     """collect: the harness under ncu, every call of the run in one process; the report,
-    the manifest and the logs land in ``run_dir``. Returns ncu's wall time."""
+    the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
+    pre-flight, not run. Returns ncu's wall time."""
     options = ncu.NcuOptions(
         metrics=list(request.metrics) or [TIME_METRIC],
         sections=request.sections,
@@ -30,7 +37,8 @@ def collect(request: ProfileRequest, run_dir: Path, run_id: str, poll: Callable[
     artifacts = artifact_paths(run_dir)
     try:
         done = ncu.collect(
-            [ncu.python_executable(), "harness.py", "--device", "cuda"],
+            [ncu.python_executable(), "harness.py", "--device", "cuda"]
+            + (["--skip", ",".join(skip)] if skip else []),
             options,
             report_path=artifacts["report"],
             log_path=artifacts["ncu_log"],

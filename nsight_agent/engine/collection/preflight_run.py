@@ -72,6 +72,8 @@ def result_from_files(
         notes=list(manifest.get("notes", [])),
         warm=warm,
         cuda_build=manifest.get("cuda_build"),
+        dropped=dict(manifest.get("dropped") or {}),
+        suspects=list(manifest.get("suspects") or []),
     )
     if returncode != 0:
         output = run_dir / f"{PREFLIGHT_PREFIX}output.log"
@@ -85,7 +87,7 @@ def result_from_files(
             result.ok, result.stage = False, early.stage
             result.errors.append(early.message)
         else:
-            _add_check_errors(result, manifest)
+            _add_check_errors(result, manifest, request.baseline_name())
     (run_dir / f"{PREFLIGHT_PREFIX}result.json").write_text(result.model_dump_json(indent=1))
     return result
 
@@ -112,7 +114,8 @@ def early_exit(
         )
     if any("not run" in str(n) for n in manifest.get("notes", [])):
         return None  # entries deliberately not run (CUDA compiled only, no GPU)
-    variants = [v.name for v in request.effective_variants()]
+    gone = set(manifest.get("skipped") or []) | set(manifest.get("dropped") or {})
+    variants = [v.name for v in request.effective_variants() if v.name not in gone]
     expected = len(request.expanded_configs()) * len(variants) * runs
     done = {  # (variant, config, run) triples; a call may cover several annotations
         (name, c.get("config"), c.get("run"))
@@ -133,15 +136,38 @@ def early_exit(
     )
 
 
-def _add_check_errors(result: PreflightResult, manifest: dict[str, Any]) -> None:
+def _add_check_errors(result: PreflightResult, manifest: dict[str, Any], baseline: str) -> None:
+    """Wrong outputs and kernel counts. A variant other than the baseline with outputs of the
+    wrong structure, no kernel or a changing kernel count is dropped with its verdict (not
+    measured, the others are); wrong values alone are measured and flagged. The baseline's
+    own failures end the run: nothing can be compared without it."""
     checks = result.checks
+    for c in checks:
+        if not c.ok and c.reason in STRUCTURAL_REASONS and c.variant != baseline:
+            result.dropped.setdefault(
+                c.variant,
+                {"verdict": "incorrect", "stage": "check", "message": c.message}
+                | {"config_index": c.config_index, "reason": c.reason},
+            )
     errors = [
         f"variant {c.variant!r}, config #{c.config_index}: {c.message}" for c in checks if not c.ok
     ]
-    errors += _kernel_count_errors(manifest)
+    for variant, config, verdict, message in _kernel_count_errors(manifest):
+        errors.append(f"variant {variant!r}, config #{config}: {message}")
+        if variant != baseline:
+            detail = {"verdict": verdict, "stage": "entry", "message": message}
+            result.dropped.setdefault(variant, detail | {"config_index": config})
+        else:
+            result.stage = "entry"
+    errors += [
+        f"variant {name!r}: {d.get('verdict')} at {d.get('stage')}: {d.get('message')}"
+        for name, d in result.dropped.items()
+        if d.get("stage") != "check" and not any(name in e for e in errors)
+    ]
     if errors:
         result.ok, result.errors = False, errors
-        result.stage = "check" if any(not c.ok for c in checks) else "entry"
+        if result.stage is None:
+            result.stage = "check" if any(not c.ok for c in checks) else "variant"
 
 
 def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | None:
@@ -154,8 +180,9 @@ def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | 
     return out
 
 
-def _kernel_count_errors(manifest: dict[str, Any]) -> list[str]:
-    """Runs of one (variant, config) must launch the same kernels, and at least one."""
+def _kernel_count_errors(manifest: dict[str, Any]) -> list[tuple[str, int, str, str]]:
+    """Runs of one (variant, config) must launch the same kernels, and at least one:
+    (variant, config, verdict, message) for each that does not."""
     seen: dict[tuple[str, int], set[int]] = {}
     for c in manifest.get("calls", []):
         if c.get("kernels") is not None:
@@ -164,28 +191,36 @@ def _kernel_count_errors(manifest: dict[str, Any]) -> list[str]:
     for (variant, config), counts in seen.items():
         if len(counts) > 1:
             errors.append(
-                f"variant {variant!r}, config #{config}: the number of kernels changes between "
-                f"runs ({sorted(counts)}); warm up autotuners/caches in the first call or use "
-                "replay_mode='range'"
+                (
+                    variant,
+                    config,
+                    "suspect",
+                    f"the number of kernels changes between runs ({sorted(counts)}); warm up "
+                    "autotuners/caches in the first call or use replay_mode='range'",
+                )
             )
         elif counts == {0}:
             errors.append(
-                f"variant {variant!r}, config #{config}: the entry launched no CUDA kernel "
-                "(are the tensors on the GPU? does it return a cached result?)"
+                (
+                    variant,
+                    config,
+                    "no_kernel",
+                    "the entry launched no CUDA kernel (are the tensors on the GPU? does it "
+                    "return a cached result?)",
+                )
             )
     return errors
 
 
 def raise_if_broken(pre: PreflightResult) -> None:
-    """Raise SourceError for a broken source or incomparable outputs (shape, dtype, structure,
-    aliasing); wrong values alone do not raise: they are profiled and flagged not ok."""
-    if pre.ok:
+    """Raise SourceError when the run itself is broken: the source does not import, setup or
+    the baseline fails. A variant that failed alone is in ``pre.dropped`` and does not raise;
+    wrong values alone are measured and flagged not ok."""
+    if pre.ok or pre.stage in ("check", "variant"):
         return
-    structural = [c for c in pre.checks if not c.ok and c.reason in STRUCTURAL_REASONS]
-    if pre.stage != "check" or structural:
-        message = "\n".join(pre.errors) or "the pre-flight run failed"
-        err = SourceError(pre.stage or "entry", message, line=pre.line)
-        raise tag_run(err, pre.run_id) if pre.run_id else err
+    message = "\n".join(pre.errors) or "the pre-flight run failed"
+    err = SourceError(pre.stage or "entry", message, line=pre.line)
+    raise tag_run(err, pre.run_id) if pre.run_id else err
 
 
 def source_error(error_file: Path, output_tail: str, returncode: int | None = None) -> SourceError:

@@ -33,6 +33,7 @@ class Args:
     preflight: bool
     device: str
     prefix: str
+    skip: list[str] = field(default_factory=list)
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -40,11 +41,13 @@ def parse_args(argv: list[str]) -> Args:
     parser.add_argument("--preflight", action="store_true", help="run without the profiler")
     parser.add_argument("--device", default=None, help="cuda (default when present) or cpu")
     parser.add_argument("--prefix", default="", help="prefix of the files written")
+    parser.add_argument("--skip", default="", help="variants not to run (comma-separated)")
     ns = parser.parse_args(argv)
     device = ns.device or default_device()
     if os.environ.get("NSIGHT_AGENT_PREFLIGHT") == "1":
         ns.preflight = True
-    return Args(bool(ns.preflight), str(device), str(ns.prefix))
+    skip = [s for s in str(ns.skip).split(",") if s]
+    return Args(bool(ns.preflight), str(device), str(ns.prefix), skip)
 
 
 def default_device() -> str:
@@ -89,6 +92,34 @@ def stage(name: str, variant: str | None = None, config_index: int | None = None
             variant=variant,
             config_index=config_index,
         ) from exc
+
+
+class Dropped(dict[str, dict[str, Any]]):
+    """Variants that failed alone, by name: each a verdict (error, no_kernel, incorrect, suspect) with
+    the error's stage, message and line. The baseline never lands here: its failure ends the
+    run, since nothing can be compared without it."""
+
+    def __init__(self, baseline: str) -> None:
+        super().__init__()
+        self.baseline = baseline
+
+    @contextlib.contextmanager
+    def isolate(
+        self, name: str, stage_name: str, config_index: int | None = None
+    ) -> Iterator[None]:
+        """``stage``, but a non-baseline variant's failure drops that variant, not the run."""
+        try:
+            with stage(stage_name, name, config_index):
+                yield
+        except SourceError as err:
+            if name == self.baseline or err.variant not in (None, name):
+                raise
+            self.drop(name, "error", err.to_dict())
+
+    def drop(self, name: str, verdict: str, detail: dict[str, Any]) -> None:
+        if name not in self:
+            detail = {k: v for k, v in detail.items() if k != "traceback"}
+            self[name] = {"verdict": verdict, **detail}
 
 
 def load_user_module(name: str, path: str) -> ModuleType:

@@ -73,6 +73,10 @@ class PreflightResult(BaseModel):
     cuda_build: dict[str, Any] | None = None
     run_id: str | None = None  # set by preflight(): its files are in <runs_root>/<run_id>/
     warm: bool = False  # run on a warm worker (no new interpreter), not in a new process
+    # Variants that failed alone and are not measured further: name -> verdict (error, suspect,
+    # no_kernel, incorrect), stage, message, line, config_index.
+    dropped: dict[str, dict[str, Any]] = {}
+    suspects: list[dict[str, Any]] = []  # variant, config_index, reason
 
 
 @dataclass
@@ -92,6 +96,8 @@ class RunResult:
     cuda_build: dict[str, Any] | None = None  # first build of this request (pre-flight)
     preflight: PreflightResult | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # as PreflightResult's
+    suspects: list[dict[str, Any]] = field(default_factory=list)  # variant, config_index, reason
     status: str = "passed"  # passed | failed | timed_out | cancelled (see status.json)
     failure: dict[str, Any] | None = None  # stage and message of a run that did not pass
 
@@ -182,6 +188,8 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
         cuda_build=data.get("cuda_build"),
         preflight=PreflightResult(**pre) if pre else None,
         extra=data.get("extra", {}),
+        dropped=data.get("dropped", {}),
+        suspects=data.get("suspects", []),
     )
 
 
@@ -312,6 +320,8 @@ def save_result(result: RunResult) -> None:
         "cuda_build": result.cuda_build,
         "preflight": result.preflight.model_dump() if result.preflight else None,
         "extra": result.extra,
+        "dropped": result.dropped,
+        "suspects": result.suspects,
     }
     write_atomic(result.run_dir / "result.json", json.dumps(data, indent=1, default=str))
     for key, name in (("raw_csv", "raw.csv"), ("processed_csv", "processed.csv")):

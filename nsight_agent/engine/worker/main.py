@@ -65,7 +65,7 @@ class CallJob:
 
 @dataclass(frozen=True)
 class TimeJob:
-    """Time the variants of a rendered run directory (``timing.time_run_dir``)."""
+    """Time the variants of a rendered run directory (``timing_run.time_run_dir``)."""
 
     run_dir: str
     device: str
@@ -218,10 +218,10 @@ def run_job(job: Job) -> Any:
             shipped = shipping.unship(job.payload)
             return shipped.func(*shipped.args, **shipped.kwargs)
     if isinstance(job, TimeJob):
-        from nsight_agent.engine.worker import timing
+        from nsight_agent.engine.worker import timing_run
 
         with _output_to(job.output):
-            return timing.time_run_dir(Path(job.run_dir), job.device, **job.options)
+            return timing_run.time_run_dir(Path(job.run_dir), job.device, **job.options)
     raise TypeError(f"unknown job {type(job).__name__}")
 
 

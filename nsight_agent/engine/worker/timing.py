@@ -7,9 +7,11 @@ For each config:
 2. runs, interleaved A B ... then ... B A (the order reverses every run, so drift and order
    effects cancel; ``TimingResult.order`` records every call): each run builds fresh inputs
    from ``setup`` with a new seed (``seed + 1 + run``, outside the timed range), and every
-   variant gets its own copy of them; on CUDA the L2 is flushed before each call (a write
-   of 2x the device's L2, as ncu's ``--cache-control all`` does) and CUDA events around the
-   call time it (``method="cuda_events"``); on the CPU ``time.perf_counter_ns`` around the
+   variant gets its own copy of them (refilled from the run's seed when ``setup`` ignores
+   the seed: ``harness/integrity.py``); on CUDA the L2 is flushed and its persisting lines
+   reset before each call, and the call's time is the GPU activity it caused, read from
+   CUPTI's records (``worker/timer.py``, ``method="cupti"``; CUDA events when tracing is not
+   available, ``method="cuda_events"``); on the CPU ``time.perf_counter_ns`` around the
    call does (``method="perf_counter"``, no flush);
 3. every run's outputs are checked against the baseline's on the same inputs
    (``harness/checks.py``), so a memoised or stale result fails on the first run whose
@@ -25,31 +27,32 @@ measured by another method: the ``Method`` column says which); AvgValue, StdDev 
 CI95_Lower/Upper are the mean, the sample std (n-1) and mean ± 1.96·std/√n as in the ncu path;
 MedianValue and MedianCI95_Lower/Upper (order statistics) are added; StableMeasurement says
 the median's CI reached ``ci_target_pct``; OutputOK is False for a variant whose check failed.
-CUDA events time the current stream: work a variant leaves on a side stream that is not
-joined to it is waited for (device-wide synchronize) before the check but is not timed.
+A variant that fails alone (raises, returns no tensors) is dropped with its verdict
+(``TimingResult.dropped``) and the others go on; one whose time is below what its outputs
+need at the GPU's peak DRAM bandwidth, whose call caused no GPU work, that returned an
+earlier call's output storage, a tensor subclass, or that replaced the timer's or the
+checker's functions is ``suspect`` (``TimingResult.suspects``), never faster.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import socket
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from nsight_agent.engine.harness import checks, runtime
+from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
+from nsight_agent.engine.harness import checks, integrity, runtime
+from nsight_agent.engine.worker import timer as timer_module
+from nsight_agent.engine.worker.timer import Call, Timer
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
 
 METRIC = TIME_METRIC
-L2_FALLBACK_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
@@ -65,6 +68,9 @@ class TimingOptions:
     seed: int = 0
     rtol: float | None = None
     atol: float | None = None
+    skip: tuple[str, ...] = ()  # variants dropped before (at the pre-flight)
+    vary_inputs: bool = True
+    peak_dram_bytes_per_s: float | None = None  # default: NVML's, on a GPU
 
 
 @dataclass
@@ -76,6 +82,8 @@ class TimingResult:
     device: str
     params: list[str]
     notes: list[str] = field(default_factory=list)
+    dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> verdict, why
+    suspects: list[dict[str, Any]] = field(default_factory=list)  # variant, config_index, reason
 
     def frame(self) -> pd.DataFrame:
         """The rows as a processed frame, Geomean per variant over the configs."""
@@ -98,13 +106,22 @@ def median_ci(samples: Sequence[float]) -> tuple[float, float]:
     return xs[max(lo, 0)], xs[min(hi, n - 1)]
 
 
+def converged(samples: Sequence[float], ci_target_pct: float) -> bool:
+    """The stopping rule: the median's 95% CI is within ``ci_target_pct`` of it."""
+    n, median = len(samples), statistics.median(samples) if samples else 0.0
+    lo, hi = median_ci(samples) if samples else (0.0, 0.0)
+    return n > 1 and median > 0 and (hi - lo) / 2 / median * 100 <= ci_target_pct
+
+
 def summarize(samples: Sequence[float], ci_target_pct: float) -> dict[str, Any]:
+    """The processed columns of one (variant, config); StableMeasurement is the engine's one
+    rule, RSD < STABLE_RSD_PCT (as on the ncu path)."""
     n = len(samples)
     mean, median = statistics.fmean(samples), statistics.median(samples)
     std = statistics.stdev(samples) if n > 1 else float("nan")
     half = 1.96 * std / math.sqrt(n) if n > 1 else float("nan")
     m_lo, m_hi = median_ci(samples)
-    stable = n > 1 and median > 0 and (m_hi - m_lo) / 2 / median * 100 <= ci_target_pct
+    rsd = std / mean * 100 if mean and n > 1 else float("nan")
     return {
         "AvgValue": mean,
         "StdDev": std,
@@ -113,73 +130,12 @@ def summarize(samples: Sequence[float], ci_target_pct: float) -> dict[str, Any]:
         "NumRuns": n,
         "CI95_Lower": mean - half,
         "CI95_Upper": mean + half,
-        "RelativeStdDevPct": std / mean * 100 if mean else float("nan"),
-        "StableMeasurement": bool(stable),
+        "RelativeStdDevPct": rsd,
+        "StableMeasurement": bool(rsd < STABLE_RSD_PCT),
         "MedianValue": median,
         "MedianCI95_Lower": m_lo,
         "MedianCI95_Upper": m_hi,
     }
-
-
-# --- the timer -------------------------------------------------------------------------------
-
-
-SPIN_CAP_CYCLES = 10_000_000  # 5 ms at 2 GHz
-
-
-class Timer:
-    """Times one call: CUDA events (L2 flushed first) on "cuda", perf_counter_ns on "cpu"."""
-
-    def __init__(self, device: str, flush_l2: bool) -> None:
-        self.device = device
-        self.cuda = device.startswith("cuda")
-        self.method = "cuda_events" if self.cuda else "perf_counter"
-        self.flush: Any = None
-        self.name = socket.gethostname() if not self.cuda else ""
-        if self.cuda:
-            import torch
-
-            props = torch.cuda.get_device_properties(torch.cuda.current_device())
-            l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-            size = 2 * l2 if l2 else L2_FALLBACK_BYTES
-            if flush_l2:
-                self.flush = torch.empty(size, dtype=torch.int8, device=device)
-            self.events = (
-                torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
-                torch.cuda.Event(enable_timing=True),  # type: ignore[no-untyped-call]
-            )
-            self.name = torch.cuda.get_device_name()
-        # GPU cycles to spin before the start event (see measure); grown from the calls seen.
-        self.spin_cycles = 0
-
-    def measure(self, entry: Callable[..., Any], inputs: Any) -> tuple[Any, float]:
-        """(output, nanoseconds) of one call; everything it launched has finished.
-
-        On CUDA the events time the GPU's work only if the work is queued before the GPU
-        reaches the start event: otherwise the time Python takes to launch it (tens of us for
-        a Triton kernel) is counted as idle GPU time. So a short spin kernel, longer than the
-        launch took last time, goes in front of the start event (as a padding, untimed)."""
-        if not self.cuda:
-            start = time.perf_counter_ns()
-            out = runtime.call(entry, inputs)
-            return out, float(time.perf_counter_ns() - start)
-        import torch
-
-        if self.flush is not None:
-            self.flush.zero_()
-        sleep = getattr(torch.cuda, "_sleep", None)
-        if self.spin_cycles and sleep is not None:
-            sleep(self.spin_cycles)
-        begin, end = self.events
-        begin.record()
-        launch = time.perf_counter_ns()
-        out = runtime.call(entry, inputs)
-        launch = time.perf_counter_ns() - launch
-        end.record()
-        torch.cuda.synchronize()
-        # Twice the launch time at up to 2 GHz (a slower clock only spins longer), at most 5 ms.
-        self.spin_cycles = min(max(self.spin_cycles, 2 * launch * 2), SPIN_CAP_CYCLES)
-        return out, float(begin.elapsed_time(end)) * 1e6
 
 
 def clone_inputs(obj: Any) -> Any:
@@ -203,7 +159,7 @@ def clone_inputs(obj: Any) -> Any:
 def _warm_up(timer: Timer, entry: Callable[..., Any], inputs: Any, opts: TimingOptions) -> int:
     times: list[float] = []
     while len(times) < opts.warmup_max:
-        times.append(timer.measure(entry, clone_inputs(inputs))[1])
+        times.append(timer.measure(entry, clone_inputs(inputs)).ns)
         last = times[-3:]
         spread = (max(last) / min(last) - 1) * 100 if min(last) > 0 else math.inf
         if len(times) > opts.warmup_min and len(last) == 3 and spread <= opts.steady_pct:
@@ -212,11 +168,14 @@ def _warm_up(timer: Timer, entry: Callable[..., Any], inputs: Any, opts: TimingO
 
 
 class _Verdicts:
-    """The first failed check per variant (or the last good one) for one config."""
+    """The first failed check per variant (or the last good one) for one config, and what
+    made a variant suspect."""
 
     def __init__(self, names: Sequence[str], baseline: str, opts: TimingOptions) -> None:
         self.names, self.baseline, self.opts = list(names), baseline, opts
         self.outcome: dict[str, checks.CheckOutcome] = {}
+        self.suspect: dict[str, str] = {}
+        self.written: dict[str, int] = {}  # output bytes per variant (run 0)
 
     def failed(self, name: str) -> bool:
         return name in self.outcome and not self.outcome[name].ok
@@ -227,6 +186,10 @@ class _Verdicts:
         if not outcome.ok:
             outcome.message = f"run {run}: {outcome.message}"
         self.outcome[name] = outcome
+
+    def suspect_of(self, name: str, reason: str | None) -> None:
+        if reason and name not in self.suspect:
+            self.suspect[name] = reason
 
     def run(self, outs: Mapping[str, Any], run: int) -> None:
         for name, out in outs.items():
@@ -254,50 +217,97 @@ class _Verdicts:
             self.note(name, outcome, "0, re-checked after the timing loop")
 
 
+@dataclass
+class _Config:
+    """One config's inputs: how to build a run's, and whether setup ignores the seed."""
+
+    index: int
+    config: Mapping[str, Any]
+    setup: Callable[..., Any]
+    device: str
+    seed: int
+    vary: bool = False
+
+    def inputs(self, seed: int) -> Any:
+        with runtime.stage("setup", None, self.index):
+            runtime.seed_all(seed)
+            built = runtime.build_inputs(self.setup, dict(self.config), self.device)
+            if self.vary:
+                integrity.vary(built, seed)
+        return built
+
+
 def _time_config(
-    ci: int,
-    config: Mapping[str, Any],
-    setup: Callable[..., Any],
+    cfg: _Config,
     variants: Mapping[str, Callable[..., Any]],
     baseline: str,
     timer: Timer,
     opts: TimingOptions,
-    order: list[tuple[int, int, str]],
+    result: TimingResult,
 ) -> tuple[dict[str, list[float]], dict[str, int], _Verdicts]:
-    names = list(variants)
-    with runtime.stage("setup", None, ci):
-        runtime.seed_all(opts.seed)
-        first = runtime.build_inputs(setup, dict(config), timer.device)
+    first = cfg.inputs(opts.seed)
+    cfg.vary = opts.vary_inputs and integrity.seed_ignored(first, cfg.inputs(opts.seed + 1))
+    if cfg.vary and integrity.VARY_NOTE not in result.notes:
+        result.notes.append(integrity.VARY_NOTE)
+    dropped = runtime.Dropped(baseline)
+    dropped.update(result.dropped)
     warm = {}
-    for name in names:
-        with runtime.stage("entry", name, ci):
+    verdicts = _Verdicts(list(variants), baseline, opts)
+    for name in variants:
+        with dropped.isolate(name, "entry", cfg.index):
             warm[name] = _warm_up(timer, variants[name], first, opts)
+        verdicts.suspect_of(name, _replaced())  # blamed on the variant that just ran
+    names = [n for n in variants if n not in dropped]
     samples: dict[str, list[float]] = {n: [] for n in names}
-    verdicts = _Verdicts(names, baseline, opts)
+    watch = integrity.StorageWatch()
     kept: dict[str, Any] = {}
     start = time.monotonic()
     for run in range(opts.max_runs):
-        with runtime.stage("setup", None, ci):
-            runtime.seed_all(opts.seed + 1 + run)
-            fresh = runtime.build_inputs(setup, dict(config), timer.device)
+        fresh = cfg.inputs(opts.seed + 1 + run)
         outs: dict[str, Any] = {}
-        for name in names if run % 2 == 0 else reversed(names):
-            with runtime.stage("entry", name, ci):
-                outs[name], ns = timer.measure(variants[name], clone_inputs(fresh))
-            samples[name].append(ns)
-            order.append((ci, run, name))
+        calls: dict[str, Call] = {}
+        timer.start_run()
+        for name in [n for n in (names if run % 2 == 0 else names[::-1]) if n not in dropped]:
+            with dropped.isolate(name, "entry", cfg.index):
+                calls[name] = timer.measure(variants[name], clone_inputs(fresh))
+                outs[name] = calls[name].output
+            result.order.append((cfg.index, run, name))
+            verdicts.suspect_of(name, _replaced())
+        timer.end_run()
         runtime.synchronize(timer.device)  # side streams too, before anything is checked
-        verdicts.run(outs, run)
+        for name, call in calls.items():
+            samples[name].append(call.ns)
+            verdicts.suspect_of(name, _call_problem(call, timer, run))
+            verdicts.suspect_of(name, watch.reused(name, call.output))
+        if baseline in outs:
+            verdicts.run(outs, run)
         if run == 0:
             kept = {n: (o, clone_inputs(o)) for n, o in outs.items()}
-        done = run + 1 >= opts.min_runs and all(
-            summarize(s, opts.ci_target_pct)["StableMeasurement"] for s in samples.values()
-        )
+            verdicts.written = {n: integrity.output_bytes(o) for n, o in outs.items()}
+        live = [s for n, s in samples.items() if n not in dropped]
+        done = run + 1 >= opts.min_runs and all(converged(s, opts.ci_target_pct) for s in live if s)
         if done or time.monotonic() - start > opts.max_seconds:
             break
     runtime.synchronize(timer.device)
     verdicts.recheck({n: o for n, (o, _) in kept.items()}, {n: c for n, (_, c) in kept.items()})
-    return samples, warm, verdicts
+    result.dropped.update(dropped)
+    return {n: s for n, s in samples.items() if s and n not in dropped}, warm, verdicts
+
+
+def _call_problem(call: Call, timer: Timer, run: int) -> str | None:
+    problem = integrity.plain_output_problem(call.output)
+    if problem is None and timer.trace and call.activities == 0:
+        problem = "its call launched no GPU work (a result kept from an earlier call?)"
+    return f"run {run}: {problem}" if problem else None
+
+
+GUARD: list[integrity.Guard] = []
+
+
+def _replaced() -> str | None:
+    """Whether the call just made replaced a guarded function (they are put back)."""
+    names = GUARD[0].replaced() if GUARD else []
+    return integrity.replaced_note(names) if names else None
 
 
 def time_variants(
@@ -321,11 +331,15 @@ def time_variants(
     result = TimingResult([], [], [], timer.method, device, params)
     if timer.flush is None:
         result.notes.append("the L2 cache was not flushed between runs")
+    peak = opts.peak_dram_bytes_per_s or (
+        timer_module.peak_dram_bytes_per_s() if timer.cuda else None
+    )
     for ci, config in enumerate(configs):
-        samples, warm, verdicts = _time_config(
-            ci, config, setup, variants, base, timer, opts, result.order
-        )
+        cfg = _Config(ci, config, setup, timer.device, opts.seed)
+        samples, warm, verdicts = _time_config(cfg, variants, base, timer, opts, result)
+        floor = _floors(verdicts.written, samples, peak)
         for name, values in samples.items():
+            verdicts.suspect_of(name, floor.get(name))
             outcome = verdicts.outcome.get(name) or checks.CheckOutcome(True, "ok", "")
             row = {"Annotation": name, "Metric": METRIC, **{p: config.get(p) for p in params}}
             row.update(summarize(values, opts.ci_target_pct))
@@ -336,71 +350,28 @@ def time_variants(
             result.checks.append(
                 {"variant": name, "config_index": ci, "config": dict(config), **asdict(outcome)}
             )
+            if name in verdicts.suspect and outcome.ok:
+                result.suspects.append(
+                    {"variant": name, "config_index": ci, "reason": verdicts.suspect[name]}
+                )
     return result
 
 
-# --- a rendered run directory ----------------------------------------------------------------
-
-
-def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
-    """Time the variants of a rendered run (harness.py's SPEC and the user's files) on
-    ``device`` ("cuda" or "cpu"), with the request's seed and tolerances; in this process."""
-    import importlib.util
-
-    known = {f.name for f in fields(TimingOptions)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise InvalidRequestError(f"unknown timing options {unknown}; known: {sorted(known)}")
-    spec_module = importlib.util.spec_from_file_location(
-        "nsight_agent_spec", run_dir / "harness.py"
-    )
-    if spec_module is None or spec_module.loader is None:
-        raise InvalidRequestError(f"no harness.py in {run_dir}")
-    harness = importlib.util.module_from_spec(spec_module)
-    spec_module.loader.exec_module(harness)
-    spec: dict[str, Any] = harness.SPEC
-    names = {v["module"] for v in spec["variants"]} | {spec["setup_module"]}
-    try:
-        modules = {
-            v["module"]: runtime.load_user_module(v["module"], str(run_dir / v["file"]))
-            for v in spec["variants"]
-        }
-        setup = runtime.function_of(modules[spec["setup_module"]], spec["setup"], "setup")
-        entries = {v["name"]: _entry(spec, v, modules, device) for v in spec["variants"]}
-        opts = TimingOptions(seed=spec["seed"], rtol=spec["rtol"], atol=spec["atol"])
-        for key, value in options.items():
-            setattr(opts, key, value)
-        return time_variants(
-            setup, entries, spec["configs"], baseline=spec["baseline"], device=device, options=opts
-        )
-    finally:
-        for name in names:
-            sys.modules.pop(name, None)
-
-
-def _entry(
-    spec: dict[str, Any], v: dict[str, Any], modules: dict[str, Any], device: str
-) -> Callable[..., Any]:
-    fn = runtime.function_of(modules[v["module"]], v["entry"], "entry point")
-    if spec["language"] == "torch_compile":
-        import torch
-
-        with runtime.stage("compile", v["name"]):
-            return torch.compile(fn, **spec["compile_options"])
-    if spec["language"] == "cuda":
-        if not device.startswith("cuda"):
-            raise InvalidRequestError("CUDA sources can be timed only on a GPU.")
-        main = modules[spec["setup_module"]]
-        source = spec["cuda"]["source"] or getattr(main, "CUDA_SOURCE", "")
-        functions = spec["cuda"]["functions"] or list(getattr(main, "CUDA_FUNCTIONS", []))
-        ext, _ = _cuda_ext(source, tuple(functions), spec["cuda"]["cache_dir"])
-        return functools.partial(fn, ext)
-    return fn
-
-
-@functools.lru_cache(maxsize=32)
-def _cuda_ext(source: str, functions: tuple[str, ...], cache_dir: str) -> tuple[Any, Any]:
-    """Built extensions stay loaded in the warm worker: one build (or load) per source."""
-    from nsight_agent.engine.harness import cuda_build
-
-    return cuda_build.build(source, list(functions), Path(cache_dir))
+def _floors(
+    written: Mapping[str, int], samples: Mapping[str, list[float]], peak: float | None
+) -> dict[str, str]:
+    """Variants whose median time is below what writing their outputs needs at peak DRAM
+    bandwidth (bytes / peak B/s): no honest kernel is that fast."""
+    if not peak:
+        return {}
+    out = {}
+    for name, values in samples.items():
+        need = written.get(name, 0) / peak * 1e9
+        median = statistics.median(values)
+        if median < need:
+            out[name] = (
+                f"its median {median / 1e3:.3g} us is below the {need / 1e3:.3g} us that "
+                f"writing its {written.get(name, 0) / 1e6:.3g} MB of outputs takes at the GPU's peak DRAM "
+                f"bandwidth ({peak / 1e12:.3g} TB/s): the time does not include its work"
+            )
+    return out

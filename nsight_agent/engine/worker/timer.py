@@ -1,0 +1,221 @@
+"""The timing loop's clock: GPU time from the GPU's own activity records, CUDA events beside it.
+
+On CUDA, every run's calls are traced by torch.profiler (CUPTI underneath, concurrent-kernel
+records, so tracing does not serialise streams). A call is a ``record_function`` range; each
+runtime call made inside it (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ...) is matched by its
+correlation id to the GPU activity it launched, on whatever stream: kernels, copies, memsets.
+The call's time is the union of those activities' [start, end) intervals: work on two streams
+that overlaps counts once, gaps between kernels (launch latency, host work) do not count, so a
+single kernel's time is its duration as ncu reads it. Work left on a side stream that the
+entry did not join is counted too: the device is synchronised before the trace is read.
+
+CUDA events around each call stay as a cross-check (``events_ns``); on the CPU,
+``time.perf_counter_ns`` around the call is the only clock. Measured on the H200 (2026-12-01,
+bench/probes/kineto_events.py): a profiler session with its events read costs 3.8 ms.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsight_agent.engine.harness import integrity, runtime
+
+L2_FALLBACK_BYTES = 256 * 1024 * 1024
+SPIN_CAP_CYCLES = 10_000_000  # 5 ms at 2 GHz
+CALL_PREFIX = "nsight_agent::call::"
+# CPU-side CUDA calls that put work on the GPU: their correlation ids name that work.
+LAUNCHES = ("cuda", "cu")
+
+
+@dataclass
+class Call:
+    """One timed call: its output, and its time by each clock (ns)."""
+
+    output: Any
+    events_ns: float  # CUDA events (cuda) or perf_counter (cpu)
+    gpu_ns: float | None = None  # the union of the GPU activity it caused (cuda, traced)
+    activities: int = 0  # GPU activities (kernels, copies, memsets) it caused
+    streams: set[int] = field(default_factory=set)
+
+    @property
+    def ns(self) -> float:
+        return self.gpu_ns if self.gpu_ns is not None else self.events_ns
+
+
+def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) intervals."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
+
+
+def attribute(events: Sequence[Any]) -> dict[int, list[tuple[int, int, int]]]:
+    """Per call index, the GPU activities (start, end, stream) it launched, read from kineto
+    events: CPU ranges named ``CALL_PREFIX<i>``, runtime calls inside them, GPU records with
+    the runtime call's correlation id."""
+    windows = []
+    for e in events:
+        name = e.name()
+        if name.startswith(CALL_PREFIX) and str(e.device_type()).endswith("CPU"):
+            windows.append(
+                (e.start_ns(), e.start_ns() + e.duration_ns(), int(name.rsplit(":", 1)[1]))
+            )
+    windows.sort()
+    owner: dict[int, int] = {}
+    for e in events:
+        if not str(e.device_type()).endswith("CPU") or not e.name().startswith(LAUNCHES):
+            continue
+        t = e.start_ns()
+        for lo, hi, call in windows:
+            if lo <= t <= hi:
+                owner[e.correlation_id()] = call
+                break
+    out: dict[int, list[tuple[int, int, int]]] = {}
+    for e in events:
+        if not str(e.device_type()).endswith("CUDA") or e.name().startswith(CALL_PREFIX):
+            continue
+        found = owner.get(e.correlation_id())
+        if found is not None:
+            start = e.start_ns()
+            out.setdefault(found, []).append(
+                (start, start + e.duration_ns(), e.device_resource_id())
+            )
+    return out
+
+
+class Timer:
+    """Times calls: traced GPU activity and CUDA events on "cuda" (L2 flushed, persisting L2
+    reset before each call), perf_counter_ns on "cpu"."""
+
+    def __init__(self, device: str, flush_l2: bool, trace: bool = True) -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.method = "perf_counter"
+        self.flush: Any = None
+        self.name = socket.gethostname() if not self.cuda else ""
+        self.trace = False
+        self.pending: dict[int, Call] = {}  # the run's traced calls by their range's index
+        self._next = 0
+        self._profiler: Any = None
+        if self.cuda:
+            import torch
+
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+            if flush_l2:
+                self.flush = torch.empty(
+                    2 * l2 or L2_FALLBACK_BYTES, dtype=torch.int8, device=device
+                )
+            # Taken before user code runs: a variant that replaces them changes nothing here.
+            self._event: Any = torch.cuda.Event
+            self._sync = torch.cuda.synchronize
+            self._sleep = getattr(torch.cuda, "_sleep", None)
+            self.name = torch.cuda.get_device_name()
+            self.trace = trace and self._tracing_works()
+            self.method = "cupti" if self.trace else "cuda_events"
+        # GPU cycles to spin before the start event (see measure); grown from the calls seen.
+        self.spin_cycles = 0
+
+    def _tracing_works(self) -> bool:
+        try:
+            probe = self._new_profiler()
+            probe.__enter__()
+            probe.__exit__(None, None, None)
+            probe.profiler.kineto_results.events()
+        except Exception:  # CUPTI taken by another profiler, or not loadable: events only
+            return False
+        return True
+
+    @staticmethod
+    def _new_profiler() -> Any:
+        from torch.profiler import ProfilerActivity, profile
+
+        return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+
+    def start_run(self) -> None:
+        """Start tracing the calls of one run (all its variants, interleaved)."""
+        self.pending, self._next = {}, 0
+        if self.trace:
+            self._profiler = self._new_profiler()
+            self._profiler.__enter__()
+
+    def end_run(self) -> None:
+        """Stop tracing; fill each call of the run with its GPU time."""
+        if self._profiler is None:
+            return
+        self._sync()
+        prof, self._profiler = self._profiler, None
+        prof.__exit__(None, None, None)
+        found = attribute(prof.profiler.kineto_results.events())
+        for index, call in self.pending.items():
+            spans = found.get(index, [])
+            call.activities = len(spans)
+            call.streams = {s for _, _, s in spans}
+            call.gpu_ns = float(union_ns([(a, b) for a, b, _ in spans]))
+
+    def measure(self, entry: Callable[..., Any], inputs: Any) -> Call:
+        """One call; everything it launched has finished when this returns.
+
+        CUDA events time the GPU's work only if the work is queued before the GPU reaches
+        the start event: otherwise the time Python takes to launch it is counted as idle GPU
+        time. So a short spin kernel, longer than the launch took last time, goes in front of
+        the start event (untimed). The traced time needs no such padding."""
+        if not self.cuda:
+            start = time.perf_counter_ns()
+            out = runtime.call(entry, inputs)
+            return Call(out, float(time.perf_counter_ns() - start))
+        if self.flush is not None:
+            self.flush.zero_()
+        integrity.reset_persisting_l2()
+        if self.spin_cycles and self._sleep is not None:
+            self._sleep(self.spin_cycles)
+        begin: Any = self._event(enable_timing=True)
+        end: Any = self._event(enable_timing=True)
+        begin.record()
+        launch = time.perf_counter_ns()
+        index, self._next = self._next, self._next + 1  # a call that raises keeps its index
+        if self._profiler is not None:
+            from torch.autograd.profiler import record_function
+
+            with record_function(f"{CALL_PREFIX}{index}"):
+                out = runtime.call(entry, inputs)
+        else:
+            out = runtime.call(entry, inputs)
+        launch = time.perf_counter_ns() - launch
+        end.record()
+        self._sync()
+        # Twice the launch time at up to 2 GHz (a slower clock only spins longer), at most 5 ms.
+        self.spin_cycles = min(max(self.spin_cycles, 2 * launch * 2), SPIN_CAP_CYCLES)
+        call = Call(out, float(begin.elapsed_time(end)) * 1e6)
+        if self._profiler is not None:
+            self.pending[index] = call
+        return call
+
+
+def peak_dram_bytes_per_s() -> float | None:
+    """This GPU's peak DRAM bandwidth from NVML (2 x max memory clock x bus width)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+        handle = pynvml.nvmlDeviceGetHandleByUUID(
+            uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+        )
+        clock = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)
+        bus = pynvml.nvmlDeviceGetMemoryBusWidth(handle)
+        return 2.0 * float(clock) * 1e6 * float(bus) / 8 if clock and bus else None
+    except Exception:  # no NVML: no floor check
+        return None

@@ -1,0 +1,105 @@
+"""Timing a rendered run folder on the warm worker: its SPEC and the user's files loaded
+(each variant's failure its own), the timer's and checker's functions guarded before user code
+is imported, then ``timing.time_variants``."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.engine.harness import checks, integrity, runtime
+from nsight_agent.engine.worker import timing
+from nsight_agent.engine.worker.timing import TimingOptions, TimingResult
+from nsight_agent.errors import InvalidRequestError
+
+
+def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
+    """Time the variants of a rendered run (harness.py's SPEC and the user's files) on
+    ``device`` ("cuda" or "cpu"), with the request's seed and tolerances; in this process."""
+    import importlib.util
+
+    known = {f.name for f in fields(TimingOptions)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InvalidRequestError(f"unknown timing options {unknown}; known: {sorted(known)}")
+    spec_module = importlib.util.spec_from_file_location(
+        "nsight_agent_spec", run_dir / "harness.py"
+    )
+    if spec_module is None or spec_module.loader is None:
+        raise InvalidRequestError(f"no harness.py in {run_dir}")
+    harness = importlib.util.module_from_spec(spec_module)
+    spec_module.loader.exec_module(harness)
+    spec: dict[str, Any] = harness.SPEC
+    opts = TimingOptions(seed=spec["seed"], rtol=spec["rtol"], atol=spec["atol"])
+    opts.vary_inputs = bool(spec.get("vary_inputs", True))
+    for key, value in options.items():
+        setattr(opts, key, tuple(value) if key == "skip" else value)
+    variants = [v for v in spec["variants"] if v["name"] not in opts.skip]
+    names = {v["module"] for v in variants} | {spec["setup_module"]}
+    # What the timer and the checks rely on, as it was before user code is imported.
+    timing.GUARD[:] = [
+        integrity.Guard([(checks, "compare"), (checks, "check_single"), (runtime, "call")])
+    ]
+    dropped = runtime.Dropped(spec["baseline"])
+    try:
+        main = spec["setup_module"]
+        modules = {main: runtime.load_user_module(main, str(run_dir / f"{main}.py"))}
+        setup = runtime.function_of(modules[main], spec["setup"], "setup")
+        entries = {}
+        for v in variants:
+            with dropped.isolate(v["name"], "import"):
+                if v["module"] not in modules:
+                    modules[v["module"]] = runtime.load_user_module(
+                        v["module"], str(run_dir / v["file"])
+                    )
+                entries[v["name"]] = _entry(spec, v, modules, device)
+        at_import = timing.GUARD[0].replaced()  # replaced while the sources were imported
+        result = timing.time_variants(
+            setup, entries, spec["configs"], baseline=spec["baseline"], device=device, options=opts
+        )
+        if at_import:
+            note = integrity.replaced_note(at_import)
+            result.notes.append(f"the source {note}")
+            result.suspects = [
+                {"variant": name, "config_index": ci, "reason": note}
+                for name in entries
+                for ci in range(len(spec["configs"]))
+            ]
+        result.dropped = {**dropped, **result.dropped}
+        return result
+    finally:
+        timing.GUARD.clear()
+        for name in names:
+            sys.modules.pop(name, None)
+
+
+def _entry(
+    spec: dict[str, Any], v: dict[str, Any], modules: dict[str, Any], device: str
+) -> Callable[..., Any]:
+    fn = runtime.function_of(modules[v["module"]], v["entry"], "entry point")
+    if spec["language"] == "torch_compile":
+        import torch
+
+        with runtime.stage("compile", v["name"]):
+            return torch.compile(fn, **spec["compile_options"])
+    if spec["language"] == "cuda":
+        if not device.startswith("cuda"):
+            raise InvalidRequestError("CUDA sources can be timed only on a GPU.")
+        main = modules[spec["setup_module"]]
+        source = spec["cuda"]["source"] or getattr(main, "CUDA_SOURCE", "")
+        functions = spec["cuda"]["functions"] or list(getattr(main, "CUDA_FUNCTIONS", []))
+        ext, _ = _cuda_ext(source, tuple(functions), spec["cuda"]["cache_dir"])
+        return functools.partial(fn, ext)
+    return fn
+
+
+@functools.lru_cache(maxsize=32)
+def _cuda_ext(source: str, functions: tuple[str, ...], cache_dir: str) -> tuple[Any, Any]:
+    """Built extensions stay loaded in the warm worker: one build (or load) per source."""
+    from nsight_agent.engine.harness import cuda_build
+
+    return cuda_build.build(source, list(functions), Path(cache_dir))
