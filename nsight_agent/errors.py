@@ -112,6 +112,19 @@ class RunCancelledError(NsightAgentError):
     """The run was cancelled (the caller cancelled, disconnected or the server stopped)."""
 
 
+class RunInterruptedError(RunCancelledError):
+    """The run was ended by the server's own end (a signal, the client's exit), not by its
+    caller or its source: ``ended_by`` says who; its processes died of our kill."""
+
+    def __init__(self, ended_by: str) -> None:
+        self.ended_by = ended_by or "the server's end"
+        super().__init__(
+            f"The run was interrupted by {self.ended_by}: nsight-agent killed its processes "
+            "(nothing points at the kernel source).",
+            "Call again once the server runs again; the run's folder keeps what it left.",
+        )
+
+
 class NotAReportError(ExtractionError):
     """The file is not an Nsight Compute report (it lacks the .ncu-rep header)."""
 

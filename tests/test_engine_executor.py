@@ -49,10 +49,16 @@ def request(source: str = SOURCE) -> ProfileRequest:
 
 
 class Recorder:
-    """A stand-in job function: sleeps, records its slot's pin and its start and end."""
+    """A stand-in job function: sleeps, records its slot's pin and its start and end; with
+    ``meet``, each job waits (10 s at most) until that many jobs run at once."""
 
-    def __init__(self, seconds: float = 0.4, gate: threading.Event | None = None) -> None:
-        self.seconds, self.gate = seconds, gate
+    def __init__(
+        self,
+        seconds: float = 0.4,
+        gate: threading.Event | None = None,
+        meet: threading.Barrier | None = None,
+    ) -> None:
+        self.seconds, self.gate, self.meet = seconds, gate, meet
         self.calls: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
@@ -62,6 +68,8 @@ class Recorder:
         start = time.monotonic()
         if self.gate is not None:
             self.gate.wait(10)
+        if self.meet is not None:
+            self.meet.wait(10)  # raises BrokenBarrierError if the others never come
         time.sleep(self.seconds)
         with self.lock:
             self.calls.append(
@@ -73,6 +81,14 @@ class Recorder:
                 }
             )
         return job.name
+
+
+def wait_for_running(pool: ex.LocalExecutor, jobs: int) -> None:
+    """Wait on the pool's state (a slot thread took the job), not on a time."""
+    deadline = time.monotonic() + 30
+    while pool.pool_info()["running"] != jobs:
+        assert time.monotonic() < deadline, pool.pool_info()
+        time.sleep(0.01)
 
 
 def by_name(rec: Recorder) -> dict[str, dict[str, Any]]:
@@ -93,7 +109,7 @@ def test_with_one_slot_the_second_job_waits_for_the_first() -> None:
 
 
 def test_with_two_slots_two_jobs_run_at_once_each_on_its_own_gpu() -> None:
-    rec = Recorder(seconds=0.6)
+    rec = Recorder(seconds=0.1, meet=threading.Barrier(2))  # both running, or an error
     with ex.LocalExecutor(["2", "3"], job_function=rec) as pool:
         handles = [pool.submit(Job(request(), name=n)) for n in ("a", "b")]
         assert [h.result(10) for h in handles] == ["a", "b"]
@@ -117,7 +133,7 @@ def test_a_queued_job_cancelled_leaves_the_queue_at_once_and_never_runs() -> Non
         first = pool.submit(Job(request(), name="first"))
         cancel = threading.Event()
         second = pool.submit(Job(request(), name="second"), cancel=cancel)
-        time.sleep(0.1)
+        wait_for_running(pool, 1)
         info = pool.pool_info()
         assert (info["running"], info["queued"]) == (1, 1)
         assert info["slots"] == [{"device": "0", "state": "busy", "job": "first", "jobs_done": 0}]
@@ -232,7 +248,7 @@ def test_close_cancels_the_queued_jobs() -> None:
     pool = ex.LocalExecutor(["0"], job_function=Recorder(seconds=0, gate=gate))
     first = pool.submit(Job(request(), name="first"))
     queued = pool.submit(Job(request(), name="queued"))
-    time.sleep(0.05)
+    wait_for_running(pool, 1)  # the first job is in its slot, the second waits
     pool.close()
     with pytest.raises(CancelledError):
         queued.result(2)

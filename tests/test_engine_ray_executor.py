@@ -29,7 +29,12 @@ from nsight_agent.engine.pipeline import CancelledError, PreflightResult  # noqa
 from nsight_agent.engine.store.runs import load_run  # noqa: E402
 from nsight_agent.request import ProfileRequest  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(1800)]
+
+# Every wait here is on a state (a job's answer, its harness sleeping); this only bounds a
+# hang. Hosts and their warm workers start cold (Python, torch), and Ray runs its workers at
+# nice 19: on a busy 2-core machine a host took more than 4 minutes to start.
+WAIT_S = 600
 
 # {prelude} runs at import, before setup: it prints what the child sees, sleeps, or kills.
 SOURCE = """
@@ -53,6 +58,21 @@ time.sleep({seconds})
 print("END", time.time(), flush=True)
 """
 
+# Two jobs that meet: each says it started (a file named after it), then waits (WAIT_S at
+# most) for the other's file before it ends. Both ran at once by construction, however long
+# each host took to start (a sleep of a few seconds overlapped only on an idle machine).
+MEETS = """
+print("VISIBLE", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+print("PID", os.getpid(), flush=True)
+print("START", time.time(), flush=True)
+open(os.path.join({folder!r}, {me!r}), "w").close()
+deadline = time.time() + {wait}
+while not os.path.exists(os.path.join({folder!r}, {other!r})) and time.time() < deadline:
+    time.sleep(0.05)
+print("MET", os.path.exists(os.path.join({folder!r}, {other!r})), flush=True)
+print("END", time.time(), flush=True)
+"""
+
 # Kills its parent (the GPU host: the pre-flight runs on the host's warm worker) the first
 # time, or every time.
 KILLS_WORKER = """
@@ -71,7 +91,7 @@ def job(prelude: str, root: Path, name: str = "") -> Job:
         configs={"n": [64]},
         runs=1,
         warmup=0,
-        timeout_s=90,
+        timeout_s=2 * WAIT_S,
     )
     return Job(req, root, mode="preflight", name=name)
 
@@ -98,14 +118,14 @@ def cluster() -> Iterator[None]:
 
 @pytest.fixture
 def executor(cluster: None) -> Iterator[RayExecutor]:
-    pool = RayExecutor(queue_timeout_s=60)
+    pool = RayExecutor(queue_timeout_s=WAIT_S)
     try:
         yield pool
     finally:
         pool.close()
 
 
-def wait_until_sleeping(handle: JobHandle, timeout: float = 60) -> int:
+def wait_until_sleeping(handle: JobHandle, timeout: float = WAIT_S) -> int:
     """Wait until the job's harness printed START (it sleeps then) in its run folder on the
     node (this machine); return the pid of the host running it."""
     deadline = time.monotonic() + timeout
@@ -132,8 +152,12 @@ def test_two_jobs_run_at_once_each_on_its_own_gpu_and_land_in_the_runs_root(
     executor: RayExecutor, tmp_path: Path
 ) -> None:
     t0 = time.monotonic()
-    handles = [executor.submit(job(SLEEPS.format(seconds=3), tmp_path, n)) for n in "ab"]
-    results = [h.result(90) for h in handles]
+    meet = {"a": "b", "b": "a"}
+    preludes = {
+        n: MEETS.format(folder=str(tmp_path), me=n, other=o, wait=WAIT_S) for n, o in meet.items()
+    }
+    handles = [executor.submit(job(preludes[n], tmp_path, n)) for n in "ab"]
+    results = [h.result(WAIT_S) for h in handles]
     wall = time.monotonic() - t0
     seen = []
     for handle, pre in zip(handles, results):
@@ -144,10 +168,11 @@ def test_two_jobs_run_at_once_each_on_its_own_gpu_and_land_in_the_runs_root(
         assert where["gpu"] == handle.where["gpu"] and where["ended"] >= where["started"]
         seen.append(log_values(tmp_path, pre))
     assert {s["VISIBLE"] for s in seen} == {"0", "1"}, seen
+    assert [s["MET"] for s in seen] == ["True", "True"], seen
     (a, b) = [(float(s["START"]), float(s["END"])) for s in seen]
     assert a[0] < b[1] and b[0] < a[1], f"the jobs did not overlap: {a} {b}"
     assert {h.where["gpu"] for h in handles} == {"0", "1"}
-    print(f"two 3 s jobs on two logical GPUs: {wall:.1f} s wall")
+    print(f"two jobs that met on two logical GPUs: {wall:.1f} s wall")
 
 
 def test_the_pool_lists_the_node_its_gpus_and_the_ncu_resource(executor: RayExecutor) -> None:
@@ -174,8 +199,8 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     handle.cancel()
     t0 = time.monotonic()
     with pytest.raises(CancelledError):
-        handle.result(30)
-    assert time.monotonic() - t0 < 10
+        handle.result(60)
+    assert time.monotonic() - t0 < 60  # seconds: the kill, the folder's trip back
     # The cancelled run came back from the node, as a local cancel leaves it: in the store,
     # marked cancelled, named by the error, with what the harness printed before the kill.
     (run_dir,) = [d for d in tmp_path.iterdir() if not d.name.startswith(".")]
@@ -194,7 +219,7 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     assert getattr(info.value, "run_id", None) == run_dir.name
     # The host was not killed, and its worker (killed with the job) is started again.
     assert Path(f"/proc/{host}").exists()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + WAIT_S  # the worker starts again, cold
     while time.monotonic() < deadline:
         hosts = executor.pool_info()["hosts"]
         if hosts and all(h.get("warm") for h in hosts):
@@ -203,14 +228,14 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     assert hosts and all(h.get("warm") for h in hosts), hosts
     # The next job runs on it (the same process), and passes.
     after = executor.submit(job("", tmp_path))
-    assert isinstance(after.result(60), PreflightResult)
+    assert isinstance(after.result(WAIT_S), PreflightResult)
     assert int(after.where["pid"]) == host  # the warmest idle host: the one just used
 
 
 def test_a_worker_lost_mid_job_is_retried_once(executor: RayExecutor, tmp_path: Path) -> None:
     flag = tmp_path / "killed-once"
     handle = executor.submit(job(KILLS_WORKER.format(flag=str(flag), always=False), tmp_path))
-    pre = handle.result(90)
+    pre = handle.result(WAIT_S)
     assert isinstance(pre, PreflightResult) and pre.ok, pre
     assert flag.exists() and handle.attempts == 2
 
@@ -219,27 +244,28 @@ def test_a_worker_lost_twice_is_reported(executor: RayExecutor, tmp_path: Path) 
     flag = tmp_path / "killed"
     handle = executor.submit(job(KILLS_WORKER.format(flag=str(flag), always=True), tmp_path))
     with pytest.raises(NodeLostError, match=r"died 2 time\(s\); it was retried 1 time"):
-        handle.result(90)
+        handle.result(WAIT_S)
 
 
 def test_no_free_gpu_within_the_timeout(executor: RayExecutor, tmp_path: Path) -> None:
-    busy = [executor.submit(job(SLEEPS.format(seconds=30), tmp_path)) for _ in range(2)]
-    deadline = time.monotonic() + 30
-    while not all(h.where for h in busy) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # Both GPUs busy until cancelled, waited on their state (each job's harness sleeping), not
+    # on a time: two 30 s jobs waited on for 30 s gave running == 1 when a host started late.
+    busy = [executor.submit(job(SLEEPS.format(seconds=300), tmp_path)) for _ in range(2)]
+    for handle in busy:
+        wait_until_sleeping(handle)
     assert executor.pool_info()["running"] == 2
     impatient = RayExecutor(queue_timeout_s=2)
     try:
         t0 = time.monotonic()
         with pytest.raises(NoFreeGpuError, match="became free within 2 s"):
             impatient.run(job("", tmp_path))
-        assert time.monotonic() - t0 < 10
+        assert time.monotonic() - t0 < 30  # the 2 s timeout, not the default 600 s
     finally:
         impatient.close()
     for handle in busy:
         handle.cancel()
         with pytest.raises(CancelledError):
-            handle.result(30)
+            handle.result(60)
 
 
 def test_no_node_with_the_resource_is_an_error_at_once(cluster: None, tmp_path: Path) -> None:
@@ -258,11 +284,11 @@ def test_token_authentication_stays_on(cluster: None) -> None:
 def test_an_idle_host_gives_its_gpu_back_and_the_next_job_starts_a_new_one(
     cluster: None, tmp_path: Path
 ) -> None:
-    pool = RayExecutor(queue_timeout_s=60, idle_release_s=1)
+    pool = RayExecutor(queue_timeout_s=WAIT_S, idle_release_s=1)
     try:
         first = pool.submit(job("", tmp_path))
-        assert isinstance(first.result(60), PreflightResult)
-        deadline = time.monotonic() + 30
+        assert isinstance(first.result(WAIT_S), PreflightResult)
+        deadline = time.monotonic() + 60
         info = pool.pool_info()
         while (info["hosts"] or info["gpus_free"] < 2) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -270,7 +296,7 @@ def test_an_idle_host_gives_its_gpu_back_and_the_next_job_starts_a_new_one(
         assert info["hosts"] == [] and info["idle_release_s"] == 1, info
         assert info["gpus_free"] == 2, info  # given back to the cluster
         second = pool.submit(job("", tmp_path))
-        assert isinstance(second.result(60), PreflightResult)
+        assert isinstance(second.result(WAIT_S), PreflightResult)
         assert second.where["pid"] != first.where["pid"]  # a new host
     finally:
         pool.close()
@@ -296,8 +322,8 @@ def test_a_host_that_cannot_start_is_an_error_not_a_wait(cluster: None) -> None:
         with pytest.raises(
             RemoteJobError, match=r"could not start.*No module named 'nsight_agent'"
         ):
-            hosts.acquire(threading.Event(), 60)
-        assert time.monotonic() - t0 < 30
+            hosts.acquire(threading.Event(), WAIT_S)  # not NoFreeGpuError at WAIT_S
+        assert time.monotonic() - t0 < WAIT_S
     finally:
         hosts.close()
 
@@ -312,12 +338,12 @@ def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replace
     host = wait_until_sleeping(handle)
     handle.cancel()
     with pytest.raises(CancelledError, match=r"GPU host .* was killed") as info:
-        handle.result(60)
+        handle.result(WAIT_S)
     (run_dir,) = [d for d in tmp_path.iterdir() if not d.name.startswith(".")]
     assert getattr(info.value, "run_id", None) == run_dir.name
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "cancelled", status
     assert not Path(f"/proc/{host}").exists(), "the host was not killed"
     after = executor.submit(job("", tmp_path))
-    assert isinstance(after.result(60), PreflightResult)
+    assert isinstance(after.result(WAIT_S), PreflightResult)
     assert int(after.where["pid"]) != host

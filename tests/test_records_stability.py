@@ -52,3 +52,27 @@ def test_a_timing_answer_has_no_nan_and_flags_match_their_rsd(tmp_path: Path) ->
         assert "kernel" not in result  # the timing path has no kernel names: left out
         for stat in result["stats"].values():
             assert stat["stable"] == (stat["rsd_pct"] < STABLE_RSD_PCT)
+
+
+def test_a_failed_check_is_recorded_as_the_variants_failure_not_hidden(tmp_path: Path) -> None:
+    """A pre-flight whose variant returns the wrong shape: the run's status says the variant
+    failed at the check stage (issue 21's probe saw a plain "passed")."""
+    source = (
+        "import torch\n\ndef setup(n, device='cpu'):\n    return (torch.ones(n, device=device),)\n"
+        "\ndef run(x):\n    return x * 2\n\ndef short(x):\n    return (x * 2)[:-1]\n"
+    )
+    req = ProfileRequest.model_validate(
+        {
+            "source": source,
+            "language": "torch",
+            "configs": {"n": [4]},
+            "variants": [{"name": "a", "entry": "run"}, {"name": "b", "entry": "short"}],
+        }
+    )
+    pre = pipeline.preflight(req, runs_root=tmp_path, device="cpu")
+    assert pre.run_id is not None
+    status = json.loads((tmp_path / pre.run_id / "status.json").read_text())
+    failed = status["variants_failed"]["b"]
+    assert failed["verdict"] == "incorrect" and failed["stage"] == "check"
+    assert "shape" in failed["message"]
+    assert "a" not in status["variants_failed"]

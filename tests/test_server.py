@@ -404,10 +404,13 @@ async def test_cancellation_sets_the_pipeline_cancel_event(
     server: MCPServer, fake_profile: Callable[[], threading.Event | None]
 ) -> None:
     async with Client(server) as client:
-        with anyio.move_on_after(1.0):
-            await client.call_tool(
-                "profile_kernel", {"source": TRITON_ADD, "configs": [{"n": 8}], "runs": 99}
-            )
+        args = {"source": TRITON_ADD, "configs": [{"n": 8}], "runs": 99}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "profile_kernel", args)
+            with anyio.fail_after(30):  # cancelled once the run is in the pipeline, not at 1 s
+                while fake_profile() is None:
+                    await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
         event = fake_profile()
         assert event is not None
         with anyio.fail_after(10):

@@ -27,13 +27,15 @@ from nsight_agent.engine import process  # noqa: E402
 from nsight_agent.server.app import build_server  # noqa: E402
 from tests.test_engine_ray_executor import (  # noqa: E402
     KILLS_WORKER,
+    MEETS,
     SLEEPS,
     SOURCE,
+    WAIT_S,
     init_two_gpu_cluster,
 )
 from tests.test_faults import STAND_IN_NCU  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.anyio, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.ray, pytest.mark.anyio, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture
@@ -72,7 +74,7 @@ def _args(prelude: str) -> dict[str, Any]:
         "language": "torch",
         "configs": [{"n": 64}],
         "runs": 1,
-        "options": {"warmup": 0, "timeout_s": 90},
+        "options": {"warmup": 0, "timeout_s": 2 * WAIT_S},  # a bound on a hang, not a measure
     }
 
 
@@ -87,17 +89,18 @@ async def test_two_calls_at_once_run_on_two_gpus_and_land_in_the_store(
     cluster: None, tmp_path: Path
 ) -> None:
     results: list[CallToolResult] = []
+    flags = tmp_path.parent / f"{tmp_path.name}-flags"  # outside the runs root
+    flags.mkdir()
     async with Client(build_server(tmp_path, executor="ray")) as client:
 
-        async def one() -> None:
-            results.append(
-                await client.call_tool("profile_kernel", _args(SLEEPS.format(seconds=3)))
-            )
+        async def one(me: str, other: str) -> None:
+            prelude = MEETS.format(folder=str(flags), me=me, other=other, wait=WAIT_S)
+            results.append(await client.call_tool("profile_kernel", _args(prelude)))
 
         start = time.monotonic()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(one)
-            tg.start_soon(one)
+        async with anyio.create_task_group() as tg:  # the two jobs meet: they ran at once
+            tg.start_soon(one, "a", "b")
+            tg.start_soon(one, "b", "a")
         wall = time.monotonic() - start
         ids = [_run_id(r) for r in results]
         where = [json.loads((tmp_path / i / "where.json").read_text()) for i in ids]
@@ -110,15 +113,23 @@ async def test_two_calls_at_once_run_on_two_gpus_and_land_in_the_store(
             assert (folder / "preflight-manifest.json").is_file()
             got = await client.call_tool("get_run", {"run_id": run_id})
             assert run_id in _text(got), _text(got)
-    print(f"two calls with 3 s + 3 s of sleeps each (pre-flight, stand-in ncu): {wall:.1f} s")
+    print(f"two calls that met (pre-flight, stand-in ncu): {wall:.1f} s")
 
 
 async def test_a_cancel_from_the_client_kills_the_ray_task(cluster: None, tmp_path: Path) -> None:
+    flag = tmp_path.parent / f"{tmp_path.name}-sleeping"
+    prelude = f"open({str(flag)!r}, 'w').close()\n" + SLEEPS.format(seconds=120)
     async with Client(build_server(tmp_path, executor="ray")) as client:
-        with anyio.move_on_after(15):  # the host and its worker start on demand first
-            await client.call_tool("profile_kernel", _args(SLEEPS.format(seconds=120)))
+        # Cancelled once the harness sleeps on its host (the host and its worker start on
+        # demand first, however long that takes), not after a fixed time.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "profile_kernel", _args(prelude))
+            with anyio.fail_after(WAIT_S):
+                while not flag.exists():
+                    await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
         info: dict[str, Any] = {}
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             got = await client.call_tool("device_info", {})
             info = (got.structured_content or {}).get("pool") or {}
@@ -130,9 +141,13 @@ async def test_a_cancel_from_the_client_kills_the_ray_task(cluster: None, tmp_pa
     statuses = [json.loads((d / "status.json").read_text()) for d in tmp_path.iterdir()]
     assert [s["status"] for s in statuses] == ["cancelled"], statuses
 
-    # No harness of the cancelled job is left (the task's kill took its children with it).
+    # No harness of the cancelled job is left (the task's kill took its children with it):
+    # processes marked with its run id, not those of other tests running on this machine.
+    run_ids = [s["run_id"] for s in statuses]
+
     def left() -> dict[int, str]:
-        return {p: m for p, m in process.marked_processes("").items() if ".preflight" in m}
+        marked = process.marked_processes("").items()
+        return {p: m for p, m in marked if any(f"{r}.preflight" in m for r in run_ids)}
 
     deadline = time.monotonic() + 10
     while left() and time.monotonic() < deadline:

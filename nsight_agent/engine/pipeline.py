@@ -161,11 +161,26 @@ def preflight(
             run_dir, request, device or _default_device(), poll=_poller(cancel, None, None, 0)
         )
         result.run_id = run_id
-        if result.ok or result.stage == "check":
-            record.passed()
+        if result.ok or result.stage in ("check", "variant"):
+            record.passed(_variant_failures(result.checks, result.dropped))
         else:
             record.failed(SourceError(result.stage or "entry", "\n".join(result.errors)))
     return result
+
+
+def _variant_failures(
+    checks: list[OutputCheck], dropped: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The variants that failed alone, for the run's status: wrong outputs (at the check
+    stage) and those dropped with their verdicts."""
+    out: dict[str, dict[str, Any]] = {
+        c.variant: {"verdict": "incorrect", "stage": "check", "message": c.message}
+        for c in checks
+        if not c.ok
+    }
+    for name, d in dropped.items():
+        out[name] = {k: d.get(k) for k in ("verdict", "stage", "message") if d.get(k)}
+    return out
 
 
 def profile(
@@ -206,7 +221,7 @@ def profile(
 
         record.stage("save")
         save_result(result)
-        record.passed()
+        record.passed(_variant_failures(result.checks, result.dropped))
     say(total, total, f"done in {result.seconds:.1f} s")
     return result
 
@@ -268,7 +283,7 @@ def time_request(
 
         record.stage("save")
         save_result(result)
-        record.passed()
+        record.passed(_variant_failures(result.checks, result.dropped))
     return result
 
 

@@ -12,6 +12,8 @@ Children belong to this process and die with it, whatever ends the call:
   marker (found in ``/proc/*/environ``), also those that started a session of their own;
 - ``kill_all`` ends every child of this process (a server shutting down), ``reap_orphans``
   the marked processes whose owner is gone (a server killed before it could clean up).
+Who ends this process is said first (``begin_ending``): a child that dies after that died of
+our kill, and ``run_to_file`` raises ``RunInterruptedError`` naming who, not the child's status.
 Program output kept in a file is capped after the run: the head and the tail stay, and the
 cut is stated in the file.
 """
@@ -31,6 +33,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsight_agent.errors import RunInterruptedError
+
 MARKER = "NSIGHT_AGENT_CHILD"
 OUTPUT_HEAD = 256 * 1024
 OUTPUT_TAIL = 256 * 1024
@@ -38,6 +42,7 @@ OUTPUT_TAIL = 256 * 1024
 _live: set[subprocess.Popen[bytes] | subprocess.Popen[str]] = set()
 _live_lock = threading.Lock()
 _counter = itertools.count(1)
+_ending: list[str] = []  # who ends this process, once it is ending (the first to say wins)
 
 
 class Terminated(BaseException):
@@ -199,18 +204,29 @@ def _tracked(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> Iterator[
 
 
 @contextlib.contextmanager
-def children_die_with_us() -> Iterator[None]:
+def children_die_with_us(
+    on_end: Callable[[str], object] | None = None, *, leaving: str = "the server's end"
+) -> Iterator[None]:
     """For a server's main thread: SIGTERM, SIGINT and SIGHUP kill every child, then end the
     process at once with status 128 + signal (a reader thread blocked on stdin would hold a
-    normal exit); leaving the block (stdin closed) kills them too."""
+    normal exit); leaving the block (stdin closed) kills them too. Before the kill, the end
+    is said (``begin_ending``: the signal's name, or ``leaving``) and ``on_end(who)`` runs
+    (the server marks its open runs interrupted)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     signals = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
     previous = {s: signal.getsignal(s) for s in signals}
 
-    def handler(signum: int, frame: object) -> None:
+    def end(who: str) -> None:
+        who = begin_ending(who)
+        if on_end is not None:
+            with contextlib.suppress(Exception):  # the kill must happen whatever
+                on_end(who)
         kill_all()
+
+    def handler(signum: int, frame: object) -> None:
+        end(f"the server's shutdown ({signal.Signals(signum).name})")
         os._exit(128 + signum)
 
     for s in signals:
@@ -218,9 +234,33 @@ def children_die_with_us() -> Iterator[None]:
     try:
         yield
     finally:
-        kill_all()
+        end(leaving)
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def begin_ending(who: str) -> str:
+    """Say that this process is ending and who ends it (e.g. "the server's shutdown
+    (SIGTERM)"), before its children are killed; the first to say wins. Returns who."""
+    with _live_lock:
+        if not _ending:
+            _ending.append(who)
+        return _ending[0]
+
+
+def ending() -> str | None:
+    """Who ends this process, once ``begin_ending`` was called; None while it serves."""
+    return _ending[0] if _ending else None
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, Linux): with the pid, it names
+    one process even after the pid is reused. None where it cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -308,6 +348,8 @@ def run_to_file(
                     kill_group(proc, marker)
                     raise
                 kill_marked(marker, exact=True)  # whatever it left running in the background
+                if ending() is not None:  # it died of our kill: not its own failure
+                    raise RunInterruptedError(ending() or "")
     finally:
         if cap:
             cap_output(output_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +24,7 @@ from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.store import runs as runs_store
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
-from nsight_agent.server import http, schemas, tools_info, tools_profile, tools_runs
+from nsight_agent.server import http, schemas, shutdown, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
 from nsight_agent.views.common import ARTIFACT_URI
 
@@ -159,11 +160,11 @@ def serve(
     if transport == "stdio":
         server = build_server(runs_root, executor=executor, ray_address=ray_address)
         # Every child dies with the server: stdin closed (the client went away), SIGTERM,
-        # SIGINT or SIGHUP kill them all (engine.process), then the process ends even if a
-        # worker thread is still unwinding. Orphans of an earlier, killed server go first.
+        # SIGINT or SIGHUP kill them all (engine.process) after the runs in flight are marked
+        # interrupted by it (server.shutdown), then the process ends even if a worker thread
+        # is still unwinding. Orphans of an earlier, killed server go first.
         process.reap_orphans()
-        with process.children_die_with_us():
-            server.run()
+        shutdown.run_stdio(server)
         process.kill_all()
         os._exit(0)
     token = http.read_token(token_file)
@@ -180,6 +181,5 @@ def serve(
         hosts=allowed_hosts,
         origins=allowed_origins,
     )
-    import uvicorn
-
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    print(http.startup_text(host, port, token, allowed_hosts, allowed_origins), file=sys.stderr)
+    shutdown.run_http(app, host, port)

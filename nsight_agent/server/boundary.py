@@ -29,6 +29,8 @@ from nsight_agent import service
 from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.pipeline import Progress, RunResult
+from nsight_agent.engine.store import run_status
+from nsight_agent.engine.store.runs import default_runs_root
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.request import ProfileRequest, validation_text
@@ -57,6 +59,7 @@ def lifespan_for(
 ) -> Callable[[MCPServer[ServerState]], contextlib.AbstractAsyncContextManager[ServerState]]:
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        await anyio.to_thread.run_sync(mark_abandoned_runs, runs_root)
         workers = WorkerPool()  # a worker starts on the first call that needs it, not here
         if make_executor is not None:
             executor = make_executor(workers)
@@ -74,6 +77,19 @@ def lifespan_for(
             await anyio.to_thread.run_sync(executor.close)
 
     return lifespan
+
+
+def mark_abandoned_runs(runs_root: Path | None) -> list[str]:
+    """At start-up: runs left ``running`` by a server that ended (killed, crashed) become
+    ``interrupted``, and the log says which."""
+    found = run_status.mark_abandoned(runs_root or default_runs_root())
+    if found:
+        logging.getLogger("nsight_agent").warning(
+            "%d run(s) left running by a server that has ended are now marked interrupted: %s",
+            len(found),
+            ", ".join(found[:20]),
+        )
+    return found
 
 
 def report_path(ctx: Context, path: str) -> Path:

@@ -1,7 +1,8 @@
 """A run's record while it is made: ``status.json`` (written atomically) goes from running
-through its stages to passed, failed (with the stage and the message), timed_out or
-cancelled; errors leaving a run carry its id; OSErrors of the run store become specific
-errors with what to do.
+through its stages to passed, failed (with the stage and the message), timed_out, cancelled
+or interrupted (``ended_by`` says who ended it: the caller, the server's shutdown, the
+client's exit, or a server that died while it ran, found at the next start); errors leaving
+a run carry its id; OSErrors of the run store become specific errors with what to do.
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ import contextlib
 import errno
 import json
 import os
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nsight_agent.engine import process
 from nsight_agent.errors import (
     CollectionTimeoutError,
     NsightAgentError,
     RunCancelledError,
+    RunInterruptedError,
     RunsFolderNotWritableError,
     RunsRootNotAFolderError,
     RunStorageError,
@@ -26,7 +31,9 @@ from nsight_agent.errors import (
 )
 
 STATUS_FILE = "status.json"
-FINAL = ("passed", "failed", "timed_out", "cancelled")
+FINAL = ("passed", "failed", "timed_out", "cancelled", "interrupted")
+HOST = socket.gethostname()
+CANCELLED_BY = "the caller (an MCP client's cancel or a closed request; JobHandle.cancel)"
 
 
 @contextlib.contextmanager
@@ -77,11 +84,13 @@ def write_status(run_dir: Path, run_id: str, status: str, **fields: Any) -> None
         "stage": fields.pop("stage", old.get("stage")),
         "message": "",
         "pid": os.getpid(),
+        "pid_started": process.start_ticks(os.getpid()),
+        "host": HOST,
         "started": old.get("started", now),
         "updated": now,
         **fields,
     }
-    if status in FINAL:
+    if status in FINAL and "seconds" not in fields:
         data["seconds"] = round(now - float(data["started"]), 3)
     write_atomic(run_dir / STATUS_FILE, json.dumps(data, indent=1, default=str))
 
@@ -110,46 +119,134 @@ def tag_run(err: BaseException, run_id: str) -> BaseException:
 
 
 class RunRecord:
-    """The status of one run while it is made: ``stage`` as it goes, the end in ``close``."""
+    """The status of one run while it is made: ``stage`` as it goes, then its end (passed,
+    failed, ...); once an end is written (or the server marked the run interrupted) nothing
+    overwrites it."""
 
     def __init__(self, run_dir: Path, run_id: str) -> None:
         self.run_dir, self.run_id, self.current = run_dir, run_id, "created"
+        self.ended = False
+        self._lock = threading.Lock()
+
+    def _write(self, status: str, **fields: Any) -> None:
+        with self._lock:
+            if self.ended:
+                return
+            self.ended = status in FINAL
+            write_status(self.run_dir, self.run_id, status, **fields)
 
     def stage(self, name: str) -> None:
         self.current = name
-        write_status(self.run_dir, self.run_id, "running", stage=name)
+        self._write("running", stage=name)
 
-    def passed(self) -> None:
-        write_status(self.run_dir, self.run_id, "passed", stage=self.current)
+    def passed(self, variants: dict[str, dict[str, Any]] | None = None) -> None:
+        """The run passed; ``variants``: those that failed alone (name -> verdict, stage,
+        message), recorded as such rather than hidden behind "passed"."""
+        extra = {"variants_failed": variants} if variants else {}
+        self._write("passed", stage=self.current, **extra)
+
+    def interrupted(self, who: str) -> None:
+        """Ended by the server's own end (``who``): never blamed on the run's source."""
+        with contextlib.suppress(OSError):
+            self._write(
+                "interrupted",
+                stage=self.current,
+                message=RunInterruptedError(who).message,
+                error=RunInterruptedError.__name__,
+                ended_by=who,
+            )
 
     def failed(self, err: BaseException) -> None:
-        status = "failed"
+        who = err.ended_by if isinstance(err, RunInterruptedError) else process.ending()
+        if who is not None:  # its processes died of our kill, whatever the error says
+            self.interrupted(who)
+            return
+        status, extra = "failed", {}
         if isinstance(err, CollectionTimeoutError):
             status = "timed_out"
         elif isinstance(err, (RunCancelledError, KeyboardInterrupt)) or not isinstance(
             err, Exception
         ):
-            status = "cancelled"
+            status, extra = "cancelled", {"ended_by": CANCELLED_BY}
         stage, where = self.current, getattr(err, "stage", None)
         if where:
             stage = f"{self.current}: {where}"
         message = getattr(err, "message", None) or f"{type(err).__name__}: {err}"
         with contextlib.suppress(OSError):
-            write_status(
-                self.run_dir,
-                self.run_id,
-                status,
-                stage=stage,
-                message=str(message)[:4000],
-                error=type(err).__name__,
+            self._write(
+                status, stage=stage, message=str(message)[:4000], error=type(err).__name__, **extra
             )
+
+
+_OPEN: set[RunRecord] = set()  # the runs this process is making now
+_OPEN_LOCK = threading.Lock()
+
+
+def interrupt_open_runs(who: str) -> list[str]:
+    """Mark every run this process is making ``interrupted`` by ``who`` (the server's end,
+    before it kills their processes); return their ids."""
+    with _OPEN_LOCK:
+        records = list(_OPEN)
+    for record in records:
+        record.interrupted(who)
+    return [r.run_id for r in records]
+
+
+def owner_gone(status: dict[str, Any]) -> bool:
+    """Whether the process that wrote ``status`` has ended (on this host; a record written on
+    another host is never judged): its pid is free, or now names another process."""
+    pid = status.get("pid")
+    if not isinstance(pid, int) or status.get("host", HOST) != HOST:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # another user's process: alive
+    ticks = status.get("pid_started")
+    return ticks is not None and process.start_ticks(pid) not in (None, ticks)
+
+
+def mark_abandoned(root: Path) -> list[str]:
+    """At a server's start: runs under ``root`` left ``running`` by a process that has ended
+    (a server killed with SIGKILL, a crash, a reboot) become ``interrupted``; return their ids."""
+    found = []
+    with contextlib.suppress(OSError):
+        for run_dir in sorted(root.iterdir()):
+            status = read_status(run_dir)
+            if status is None or status.get("status") in FINAL or not owner_gone(status):
+                continue
+            who = f"the end of its server (pid {status.get('pid')})"
+            message = (
+                f"The run was interrupted by {who}, which ended while the run was at stage "
+                f"{status.get('stage')} (killed, crashed, or the machine restarted) without "
+                f"recording an end; marked when the server pid {os.getpid()} started on this "
+                "runs folder. Nothing points at the kernel source."
+            )
+            with contextlib.suppress(OSError):
+                write_status(
+                    run_dir,
+                    str(status.get("run_id", run_dir.name)),
+                    "interrupted",
+                    message=message,
+                    error=RunInterruptedError.__name__,
+                    ended_by=who,
+                    seconds=None,  # unknown: the record stopped with its server
+                )
+                found.append(run_dir.name)
+    return found
 
 
 @contextlib.contextmanager
 def run_record(run_dir: Path, run_id: str) -> Iterator[RunRecord]:
     """Keep ``status.json`` up to date around the making of a run; every error leaving the
-    block is recorded (failed, timed_out or cancelled) and carries the run id."""
+    block is recorded (failed, timed_out, cancelled or interrupted) and carries the run id."""
     record = RunRecord(run_dir, run_id)
+    with _OPEN_LOCK:
+        _OPEN.add(record)
     try:
         with storage_errors(run_dir):
             yield record
@@ -157,3 +254,6 @@ def run_record(run_dir: Path, run_id: str) -> Iterator[RunRecord]:
         record.failed(err)
         tag_run(err, run_id)
         raise
+    finally:
+        with _OPEN_LOCK:
+            _OPEN.discard(record)

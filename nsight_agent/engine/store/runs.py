@@ -3,8 +3,8 @@ models of what a run produced. ``load_run`` rebuilds a run without profiling aga
 finished one in full, a failed one from what it left (status, logs, error, pre-flight).
 
 Every run folder has ``status.json`` (written atomically): running, then passed, failed
-(with the stage and the message), timed_out or cancelled. The sources are stored once, in
-their own files; ``request.json`` names those files instead of repeating them.
+(with the stage and the message), timed_out, cancelled or interrupted. The sources are stored
+once, in their own files; ``request.json`` names those files instead of repeating them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.store.run_status import (
     STATUS_FILE,
+    owner_gone,
     read_status,
     storage_errors,
     write_atomic,
@@ -98,7 +99,7 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # as PreflightResult's
     suspects: list[dict[str, Any]] = field(default_factory=list)  # variant, config_index, reason
-    status: str = "passed"  # passed | failed | timed_out | cancelled (see status.json)
+    status: str = "passed"  # passed | failed | timed_out | cancelled | interrupted (status.json)
     failure: dict[str, Any] | None = None  # stage and message of a run that did not pass
 
     def ok(self, variant: str, config_index: int) -> bool:
@@ -166,8 +167,12 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
                 f"Run {run_id} is still running (stage {(status or {}).get('stage')}).",
                 "Wait for the profiling call to answer, then read the run again.",
             )
-        state = "failed"
-        status = {**(status or {}), "message": "interrupted: the server ended while it ran"}
+        state = "interrupted"
+        status = {
+            **(status or {}),
+            "message": f"interrupted: its server (pid {(status or {}).get('pid')}) ended while "
+            "it ran, without recording an end",
+        }
     if state != "passed" or not (run_dir / "result.json").is_file():
         return _failed_run(run_id, run_dir, status or {"status": "failed"}, state)
     data = json.loads((run_dir / "result.json").read_text())
@@ -194,8 +199,7 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
 
 
 def _owner_alive(status: dict[str, Any]) -> bool:
-    pid = status.get("pid")
-    return isinstance(pid, int) and (pid == os.getpid() or Path(f"/proc/{pid}").exists())
+    return isinstance(status.get("pid"), int) and not owner_gone(status)
 
 
 def _failed_run(run_id: str, run_dir: Path, status: dict[str, Any], state: str) -> RunResult:

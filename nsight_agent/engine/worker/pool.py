@@ -51,7 +51,12 @@ from nsight_agent.engine.worker.main import (
     TimeJob,
     send,
 )
-from nsight_agent.errors import CollectionTimeoutError, NsightAgentError, RunCancelledError
+from nsight_agent.errors import (
+    CollectionTimeoutError,
+    NsightAgentError,
+    RunCancelledError,
+    RunInterruptedError,
+)
 from nsight_agent.request import ProfileRequest
 
 START_TIMEOUT = 180.0
@@ -247,10 +252,14 @@ class Worker:
                 with contextlib.suppress(OSError):
                     stream.close()
 
-    def _crashed(self, what: str) -> WorkerCrashed:
+    def _crashed(self, what: str) -> WorkerCrashed | RunInterruptedError:
+        """Why the worker is gone: killed by the server's end (``process.ending``: not the
+        job's fault), or crashed (its exit status and log tail)."""
         proc = self._proc
         code = proc.wait() if proc is not None else None
         self._kill()
+        if process.ending() is not None:
+            return RunInterruptedError(process.ending() or "")
         tail = ""
         with contextlib.suppress(OSError):
             tail = self.log_path.read_text(errors="replace")[-4000:]

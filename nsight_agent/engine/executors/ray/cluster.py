@@ -2,13 +2,19 @@
 
 Ray is imported on first use only (``import_ray``): nothing here needs it installed until the
 Ray executor is asked for. An address is probed with a TCP connect first (Ray itself retries
-for minutes). A local cluster is started from a thread of its own (``init_in_owner_thread``).
+for minutes), then its GCS is asked once with this process's token (``probe_gcs``): a refused
+token is named (InvalidAuthToken, and where the token comes from) in milliseconds, where
+``ray.init`` retries for about 20 s and says only "Failed to connect". A local cluster is
+started from a thread of its own (``init_in_owner_thread``).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine.collection import ncu
@@ -31,6 +37,10 @@ class RayClusterUnreachableError(RayExecutorError):
     """The Ray cluster at the given address did not answer (or refused our token)."""
 
 
+class RayTokenRefusedError(RayClusterUnreachableError):
+    """The Ray cluster refused this process's token (Ray's InvalidAuthToken)."""
+
+
 class NoFreeGpuError(RayExecutorError):
     """No node offers a GPU with the ncu resource, or none was free within the timeout."""
 
@@ -41,6 +51,16 @@ class NodeLostError(RayExecutorError):
 
 class RemoteJobError(RayExecutorError):
     """The job failed on the node with an error that could not be rebuilt here."""
+
+
+def anew(err: RayExecutorError) -> RayExecutorError:
+    """An error another call's attempt ended with, made anew to be raised for this call."""
+    try:
+        again = type(err)(err.message, err.hint)
+    except TypeError:
+        return err
+    again.__cause__ = err.__cause__
+    return again
 
 
 def import_ray() -> Any:
@@ -58,12 +78,11 @@ def import_ray() -> Any:
 
 def probe_address(address: str, timeout: float) -> None:
     """A TCP connect to ``host:port`` (or ``ray://host:port``): fail in seconds, not minutes."""
-    text = address.split("://", 1)[-1]
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
+    host, port = _host_port(address)
+    if not host:
         return  # "auto" and other forms: Ray decides
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        socket.create_connection((host.strip("[]"), port), timeout=timeout).close()
     except OSError as err:
         raise RayClusterUnreachableError(
             f"The Ray cluster at {address} is unreachable: {err}.",
@@ -71,6 +90,106 @@ def probe_address(address: str, timeout: float) -> None:
             "for Ray Client), that the cluster runs (`ray status` on the head) and that this "
             "machine may reach it (firewall, VPN, SSH tunnel).",
         ) from err
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else ("", 0)
+
+
+def probe_gcs(ray: Any, address: str, timeout: float) -> None:
+    """Ask the GCS at ``address`` once, with this process's token, waiting at most ``timeout``
+    (Ray's client blocks for about 40 s on a port that is not a GCS): a refused token raises
+    ``RayTokenRefusedError``; no answer, or any other error, ``RayClusterUnreachableError``
+    with Ray's words. Ray Client addresses (ray://) are not probed."""
+    host, port = _host_port(address)
+    if not host or address.startswith("ray://"):
+        return
+    gcs_client = getattr(_raylet(), "GcsClient", None)
+    if gcs_client is None:  # a Ray without it: ray.init decides
+        return
+    answer: list[BaseException | None] = []
+    answered = threading.Event()
+
+    def ask() -> None:
+        try:
+            gcs_client(address=f"{host}:{port}")
+            answer.append(None)
+        except BaseException as err:  # handed to the caller below
+            answer.append(err)
+        answered.set()
+
+    threading.Thread(target=ask, name="nsight-agent-ray-probe", daemon=True).start()
+    if not answered.wait(timeout):
+        raise RayClusterUnreachableError(
+            f"The address {address} accepts connections, but no Ray GCS answered there within "
+            f"{timeout:g} s.",
+            "Check that it is the head node's GCS port (6379 by default; `ray status` on the "
+            "head), or use ray://HOST:10001 for Ray Client.",
+        )
+    err = answer[0]
+    if err is None or isinstance(err, TypeError):  # answered, or a Ray whose client differs
+        return
+    refused = getattr(ray.exceptions, "AuthenticationError", ())  # Ray >= 2.52
+    if isinstance(err, refused) or "InvalidAuthToken" in str(err):
+        raise token_refused(address, err) from err
+    raise RayClusterUnreachableError(
+        f"No Ray GCS answered at {address}: {type(err).__name__}: {str(err)[:300]}.",
+        "Check that it is the head node's GCS port (6379 by default; `ray status` on the "
+        "head), that a proxy does not stand between (Ray speaks gRPC), or use "
+        "ray://HOST:10001 for Ray Client.",
+    ) from err
+
+
+def token_source() -> str:
+    """Where Ray takes the token this process sends, in Ray's order (the token never shown)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "the RAY_AUTH_TOKEN environment variable"
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    where = f"the file {path} (RAY_AUTH_TOKEN_PATH)"
+    if not path:
+        path = str(Path.home() / ".ray" / "auth_token")
+        where = (
+            f"the file {path} (the default: neither RAY_AUTH_TOKEN nor RAY_AUTH_TOKEN_PATH is set)"
+        )
+    return where if Path(path).is_file() else f"{where}, which does not exist"
+
+
+def _raylet() -> Any:
+    try:
+        return importlib.import_module("ray._raylet")  # Ray's own client, not in its stubs
+    except ImportError:
+        return None
+
+
+def _token_mode() -> str:
+    raylet = _raylet()
+    try:
+        token = raylet.get_authentication_mode() == raylet.AuthenticationMode.TOKEN
+        return "token" if token else "disabled"
+    except AttributeError:
+        return os.environ.get("RAY_AUTH_MODE", "") or "unset"
+
+
+def token_refused(address: str, err: BaseException) -> RayTokenRefusedError:
+    """The error of a refused token: Ray's words (InvalidAuthToken), where our token comes
+    from, and whether Ray sends one at all from here."""
+    said = str(getattr(err, "message", "") or err).strip().removeprefix("RPC error: ")
+    mode = _token_mode()
+    sends = f"This server sends the token from {token_source()}."
+    if mode != "token":
+        sends = (
+            f"Token authentication is {mode} in this server's environment (RAY_AUTH_MODE), so "
+            "Ray sends no token at all to a cluster given by its address; once it is on, the "
+            f"token comes from {token_source()}."
+        )
+    return RayTokenRefusedError(
+        f"The Ray cluster at {address} refused this server's token: {said}. {sends}",
+        "Set RAY_AUTH_MODE=token in the server's environment and give it the cluster's token "
+        "(`ray get-auth-token` on the head prints it) through RAY_AUTH_TOKEN, "
+        "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token, in Ray's order of precedence "
+        "(docs/DISTRIBUTED.md). Never set RAY_AUTH_MODE=disabled.",
+    )
 
 
 def init_in_owner_thread(ray: Any, kwargs: dict[str, Any], stop: threading.Event) -> None:

@@ -52,10 +52,13 @@ from nsight_agent.engine.executors.ray.cluster import (
     RayExecutorError,
     RayNotInstalledError,
     RemoteJobError,
+    anew,
     import_ray,
     init_in_owner_thread,
     local_resources,
     probe_address,
+    probe_gcs,
+    token_refused,
 )
 from nsight_agent.engine.executors.ray.gpu_host import GpuHost
 from nsight_agent.engine.executors.ray.hosts import Host, HostPool, usable_gpus
@@ -102,7 +105,7 @@ class RayExecutor(Executor):
         resource: str = RESOURCE,
         queue_timeout_s: float = 600.0,
         max_retries: int = 1,
-        connect_timeout_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
         idle_release_s: float | None = None,
         runtime_env: dict[str, Any] | None = None,
         init_kwargs: dict[str, Any] | None = None,
@@ -124,6 +127,7 @@ class RayExecutor(Executor):
         self._owns_cluster = False
         self._owner_stop = threading.Event()
         self._lock = threading.Lock()
+        self._failed: tuple[float, RayExecutorError] | None = None  # the last attempt's end
         self._jobs: dict[str, JobHandle] = {}
         self._facts: dict[str, dict[str, Any]] = {}  # node id -> what node_facts read there
 
@@ -131,32 +135,45 @@ class RayExecutor(Executor):
 
     def connect(self) -> Any:
         """Connect (or start a local cluster) once, reusing a Ray session already initialised;
-        on a local cluster we started, start a host on every usable GPU at once."""
+        on a local cluster we started, start a host on every usable GPU at once.
+
+        One bounded attempt at a time, shared: the calls that waited for an attempt that
+        failed get its error at once instead of trying again one after another (a later
+        call tries again)."""
+        asked = time.monotonic()
         with self._lock:
             if self._ray is not None:
                 return self._ray
-            ray = import_ray()
-            if not ray.is_initialized():
-                self._init(ray)
-            host_class = ray.remote(GpuHost).options(
-                num_cpus=1,
-                num_gpus=1,
-                resources={self.resource: 1},
-                max_concurrency=HOST_CALLS,
-                max_restarts=0,
-            )
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            if self._failed is not None and self._failed[0] >= asked:
+                raise anew(self._failed[1])
+            try:
+                return self._connect()
+            except RayExecutorError as err:
+                self._failed = (time.monotonic(), err)
+                raise
 
-            here = NodeAffinitySchedulingStrategy(
-                ray.get_runtime_context().get_node_id(), soft=True
-            )
-            board_class = ray.remote(num_cpus=0, scheduling_strategy=here)(ray_node.Board)
-            self._board = board_class.remote()
-            self._hosts = HostPool(ray, host_class.remote, self.resource, self.idle_release_s)
-            if self._owns_cluster:  # ours: warm every GPU now. A shared one: only on demand.
-                self._hosts.prestart()
-            self._ray = ray
-            return ray
+    def _connect(self) -> Any:
+        """Under the lock: connect, then the board and the hosts."""
+        ray = import_ray()
+        if not ray.is_initialized():
+            self._init(ray)
+        host_class = ray.remote(GpuHost).options(
+            num_cpus=1,
+            num_gpus=1,
+            resources={self.resource: 1},
+            max_concurrency=HOST_CALLS,
+            max_restarts=0,
+        )
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        board_class = ray.remote(num_cpus=0, scheduling_strategy=here)(ray_node.Board)
+        self._board = board_class.remote()
+        self._hosts = HostPool(ray, host_class.remote, self.resource, self.idle_release_s)
+        if self._owns_cluster:  # ours: warm every GPU now. A shared one: only on demand.
+            self._hosts.prestart()
+        self._ray = ray
+        return ray
 
     def _init(self, ray: Any) -> None:
         kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
@@ -165,17 +182,14 @@ class RayExecutor(Executor):
             kwargs["runtime_env"] = self.runtime_env
         if self.address:
             probe_address(self.address, self.connect_timeout_s)
+            probe_gcs(ray, self.address, self.connect_timeout_s)
             kwargs["address"] = self.address
         else:
             kwargs.setdefault("resources", local_resources(self.resource))
         try:
             init_in_owner_thread(ray, kwargs, self._owner_stop)
         except ray.exceptions.AuthenticationError as err:
-            raise RayClusterUnreachableError(
-                f"The Ray cluster at {self.address} refused our token: {err}",
-                "Give this machine the cluster's token: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
-                "~/.ray/auth_token (`ray get-auth-token` on the head prints it).",
-            ) from err
+            raise token_refused(str(self.address), err) from err
         except (ConnectionError, TimeoutError, RuntimeError) as err:
             raise RayClusterUnreachableError(
                 f"Could not connect to the Ray cluster at {self.address or 'a new local one'}: "

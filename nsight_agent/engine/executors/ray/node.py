@@ -33,7 +33,7 @@ from typing import Any
 from nsight_agent.engine import process
 from nsight_agent.engine.executors.base import JobResult
 from nsight_agent.engine.pipeline import Progress
-from nsight_agent.engine.store.run_status import FINAL, read_status, write_status
+from nsight_agent.engine.store.run_status import CANCELLED_BY, FINAL, read_status, write_status
 from nsight_agent.engine.store.runs import PreflightResult, check_run_id
 from nsight_agent.errors import InvalidRequestError, RunIdCollisionError
 
@@ -141,7 +141,11 @@ def salvage(scratch: str, pid: int) -> bytes:
         status = read_status(run_dir) or {}
         if status.get("status") not in FINAL:
             write_status(
-                run_dir, run_dir.name, "cancelled", message="cancelled: its GPU host was killed"
+                run_dir,
+                run_dir.name,
+                "cancelled",
+                message="cancelled: its GPU host was killed (it had not stopped the job in time)",
+                ended_by=f"{CANCELLED_BY}; the server killed the GPU host",
             )
     data = pack(folder)
     shutil.rmtree(folder, ignore_errors=True)
