@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from nsight_agent.engine.harness.runtime import tensors_in as tensors_of
+
 # What the timer and the checks call: a variant that replaces one of these changes the
 # numbers or the verdict, so each is snapshot before user code runs and checked after.
 GUARDED: tuple[tuple[Any, str], ...] = (
@@ -46,17 +48,6 @@ VARY_NOTE = (
     "caught; pass options.vary_inputs=false for inputs whose values carry structure "
     "(sorted data, probabilities), and then a result cached by shape is not caught"
 )
-
-
-def tensors_of(obj: Any) -> list[torch.Tensor]:
-    """Every tensor in a (nested) tuple/list/dict."""
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (tuple, list)):
-        return [t for item in obj for t in tensors_of(item)]
-    if isinstance(obj, dict):
-        return [t for item in obj.values() for t in tensors_of(item)]
-    return []
 
 
 def same_values(a: Any, b: Any) -> bool:
