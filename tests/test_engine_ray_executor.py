@@ -253,6 +253,11 @@ def test_no_free_gpu_within_the_timeout(executor: RayExecutor, tmp_path: Path) -
     busy = [executor.submit(job(SLEEPS.format(seconds=300), tmp_path)) for _ in range(2)]
     for handle in busy:
         wait_until_sleeping(handle)
+    # The hosts' own state is read apart from the run folder: wait on it too (a repeat run
+    # read 0 once right after both harnesses slept).
+    deadline = time.monotonic() + WAIT_S
+    while executor.pool_info()["running"] != 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert executor.pool_info()["running"] == 2
     impatient = RayExecutor(queue_timeout_s=2)
     try:
