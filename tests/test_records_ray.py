@@ -62,6 +62,62 @@ def test_the_token_source_follows_rays_order(
     assert ray_cluster.token_source() == "the RAY_AUTH_TOKEN environment variable"
 
 
+# --- the host pool's state under concurrent readers (no Ray needed) ---------------------------
+
+
+class SlowReady:
+    """A stand-in for Ray in ``HostPool``: one host, whose ``ready`` answer reaches the
+    thread named "stale" only when ``gate`` is set (a slow ray.get on a busy machine)."""
+
+    def __init__(self) -> None:
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def wait(
+        self, refs: list[Any], num_returns: int, timeout: float
+    ) -> tuple[list[Any], list[Any]]:
+        return list(refs), []
+
+    def get(self, ref: Any, timeout: float | None = None) -> Any:
+        if threading.current_thread().name == "stale":
+            self.entered.set()
+            assert self.gate.wait(30)
+        return {"node": "n", "gpu": "0", "pid": 1}
+
+    def nodes(self) -> list[dict[str, Any]]:
+        resources = {"GPU": 1.0, ray_cluster.RESOURCE: 1.0}
+        return [{"Alive": True, "NodeID": "n", "Resources": resources}]
+
+    def kill(self, actor: Any, no_restart: bool = True) -> None:
+        pass
+
+
+class FakeActor:
+    class describe:
+        @staticmethod
+        def remote() -> object:
+            return object()
+
+
+def test_a_host_taken_by_a_job_stays_busy_whatever_a_late_reader_saw() -> None:
+    """Two readers of a starting host: the late one must not turn it idle once a job took it
+    (it did: the pool then said 0 jobs running while two ran, and could hand the busy GPU a
+    second job)."""
+    from nsight_agent.engine.executors.ray.hosts import HostPool
+
+    fake = SlowReady()
+    pool = HostPool(fake, FakeActor, ray_cluster.RESOURCE)
+    pool.prestart()  # one host, starting
+    stale = threading.Thread(target=pool.info, name="stale")  # reads it as starting, then waits
+    stale.start()
+    assert fake.entered.wait(30)
+    host = pool.acquire(threading.Event(), 10)  # another thread sees it up; the job takes it
+    assert host.state == "busy"
+    fake.gate.set()  # the late reader's answer arrives
+    stale.join(30)
+    assert host.state == "busy" and pool.info()["running"] == 1
+    pool.close()
+
+
 # --- against Ray --------------------------------------------------------------------------------
 
 

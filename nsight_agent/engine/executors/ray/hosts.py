@@ -236,7 +236,12 @@ class HostPool:
                 self._usable = usable_gpus(self._ray.nodes(), self._resource)
 
     def _note_started(self) -> None:
-        """Hosts whose actor came up become idle; one that failed to start is dropped."""
+        """Hosts whose actor came up become idle; one that failed to start is dropped.
+
+        Several threads call this (each waiting job, device_info): a host is changed only
+        while it is still starting, so a thread that read it as starting before another one
+        made it idle and a job took it never turns the busy host back to idle (which once
+        showed 0 jobs running while two ran, and could hand a second job to a busy GPU)."""
         with self._cond:
             starting = [h for h in self._hosts if h.state == "starting"]
         if not starting:
@@ -248,11 +253,16 @@ class HostPool:
                 where = dict(ray.get(host.ready, timeout=5))
             except Exception as err:  # the actor's constructor failed, or its node went away
                 with self._cond:
+                    if host.state != "starting":
+                        continue
+                    host.state = "dead"
                     self._failures += 1
                     self._start_error = start_failure(err)
                 self.kill(host)
                 continue
             with self._cond:
+                if host.state != "starting":
+                    continue
                 host.where, host.state, self._failures = where, "idle", 0
                 host.last_used = time.monotonic()
                 self._cond.notify_all()
