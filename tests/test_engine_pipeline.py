@@ -210,26 +210,43 @@ def test_kernel_counts_of_a_gpu_preflight_are_checked_per_variant_and_config() -
     calls = [call("run", 0, ["k"]), call("run", 0, ["k"]), call("run", 1, ["k", "k"])]
     calls += [call("flaky", 0, ["k"]), call("flaky", 0, ["k", "add"])]
     calls += [call("cached", 1, []), call("cached", 1, [])]
+    calls += [call("never", 1, []), call("never", 1, [])]
+    # The first (correctness) call's kernels, per config: 'cached' launched one there.
+    first = [{"run": 1, "flaky": 1}, {"run": 2, "cached": 1, "never": 0}]
+    manifest = {"calls": calls, "checks": [], "first_kernels": first}
     result = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
-    preflight_run._add_check_errors(result, {"calls": calls, "checks": []}, "run")
+    preflight_run._add_check_errors(result, manifest, "run")
     # Variants other than the baseline fail alone: dropped with their verdicts, not raised.
     assert not result.ok and result.stage == "variant"
     assert result.errors == [
         "variant 'flaky', config #0: the number of kernels changes between runs ([1, 2]); "
         "warm up autotuners/caches in the first call or use replay_mode='range'",
-        "variant 'cached', config #1: the entry launched no CUDA kernel (are the tensors on "
+        "variant 'cached', config #1: its first call launched 1 kernel(s) and its measured "
+        "calls none: it returns a result kept from an earlier call, so its time is not its "
+        "work's",
+        "variant 'never', config #1: the entry launched no CUDA kernel (are the tensors on "
         "the GPU? does it return a cached result?)",
     ]
     assert {k: v["verdict"] for k, v in result.dropped.items()} == {
         "flaky": "suspect",
-        "cached": "no_kernel",
+        "cached": "suspect",
+        "never": "no_kernel",
     }
     assert result.dropped["cached"]["config_index"] == 1
+    # Wrong values are the stronger truth: a cache that fails the check is incorrect.
+    wrong = pipeline.OutputCheck(
+        variant="cached", config_index=1, config={}, ok=False, message="values differ"
+    )
+    checked = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0, checks=[wrong])
+    preflight_run._add_check_errors(checked, manifest, "run")
+    assert checked.dropped["cached"]["verdict"] == "incorrect"
+    assert checked.dropped["cached"]["stage"] == "check"
+    assert checked.dropped["cached"]["message"].startswith("values differ; and its first call")
     preflight_run.raise_if_broken(result)  # a variant's failure does not end the run
     # The baseline's own failure does: nothing can be compared without it.
     base = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
-    preflight_run._add_check_errors(base, {"calls": calls, "checks": []}, "cached")
-    assert base.stage == "entry" and "cached" not in base.dropped
+    preflight_run._add_check_errors(base, {"calls": calls, "checks": []}, "never")
+    assert base.stage == "entry" and "never" not in base.dropped
     with pytest.raises(SourceError, match="launched no CUDA kernel"):
         preflight_run.raise_if_broken(base)
     clean = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
@@ -447,7 +464,10 @@ def test_post_ncu_half_of_the_pipeline_on_a_recorded_report(
     run = pipeline.profile(req, runs_root=tmp_path / "runs")
 
     argv = json.loads(argv_log.read_text())
-    assert argv[argv.index("--metrics") + 1] == ",".join(metrics)
+    # Variants are compared: ncu also collects the work check's instructions (engine/
+    # collection/work.py). This report was recorded without them: no work check, and the
+    # answer holds the metrics asked for.
+    assert argv[argv.index("--metrics") + 1] == ",".join([*metrics, "smsp__inst_executed.sum"])
     assert argv[-4:] == [sys.executable, "harness.py", "--device", "cuda"]
     _, expected = sweep.frames(metrics)
     got = run.processed.set_index(["Annotation", "Metric", "n"])["AvgValue"]

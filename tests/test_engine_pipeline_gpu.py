@@ -169,18 +169,22 @@ def test_preflight_on_gpu_catches_changing_and_missing_kernels(tmp_path: Path) -
     pre = pipeline.preflight(req, runs_root=tmp_path, device="cuda")
     print(pre.model_dump_json(indent=1))  # shown by pytest -rA
     # Variants that fail alone are dropped with their verdicts; the run goes on without them.
-    assert not pre.ok and pre.stage == "variant"
+    # A check failed (the cache, on varied inputs): the stage names it.
+    assert not pre.ok and pre.stage == "check"
     assert pre.kernels_per_call is not None
     assert {len(k) for k in pre.kernels_per_call["run"]} == {1}
     assert {len(k) for k in pre.kernels_per_call["flaky"]} == {1, 2}
     assert {len(k) for k in pre.kernels_per_call["cached"]} == {0}
-    assert len(pre.errors) == 2
-    assert (
-        "'flaky', config #0: the number of kernels changes between runs ([1, 2])" in pre.errors[0]
+    assert any(
+        "'flaky', config #0: the number of kernels changes between runs ([1, 2])" in e
+        for e in pre.errors
     )
-    assert "'cached', config #0: the entry launched no CUDA kernel" in pre.errors[1]
+    # 'cached' computed in its first call and returns that result after: on inputs the
+    # harness varies (setup ignores the seed) its values are wrong, the stronger truth.
+    assert any("'cached', config #0: its first call launched 1 kernel(s)" in e for e in pre.errors)
     assert {k: v["verdict"] for k, v in pre.dropped.items()} == {
         "flaky": "suspect",
-        "cached": "no_kernel",
+        "cached": "incorrect",
     }
+    assert "its first call launched 1 kernel(s)" in pre.dropped["cached"]["message"]
     pipeline.raise_if_broken(pre)  # does not raise: the baseline is fine

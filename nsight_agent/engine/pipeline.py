@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from nsight_agent.engine import device, pinning
-from nsight_agent.engine.collection import measure, ncu, ncu_run, outputs, preflight_run
+from nsight_agent.engine.collection import measure, ncu, ncu_run, outputs, preflight_run, work
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
@@ -50,11 +50,8 @@ from nsight_agent.engine.store.runs import (
     write_request,
 )
 from nsight_agent.engine.worker.pool import TimeJob, WorkerPool, warm_preflight
-from nsight_agent.errors import (
-    InvalidRequestError,
-    RunCancelledError,
-)
-from nsight_agent.request import TIME_METRIC, ProfileRequest
+from nsight_agent.errors import InvalidRequestError, RunCancelledError, UnknownMetricError
+from nsight_agent.request import ProfileRequest
 
 Progress = Callable[[int, int, str], None]
 # Runs the pre-flight of a rendered run folder on a device (cold: a new process; the server
@@ -296,22 +293,31 @@ def _measured_run(
     """extract and aggregate (report + manifest -> rows -> frame), then check (outputs and
     kernel counts -> OutputOK, warnings)."""
     artifacts = artifact_paths(run_dir)
-    metrics = list(request.metrics) or [TIME_METRIC]
+    metrics = work.collected_metrics(request)
     manifest = measure.read_manifest(artifacts["manifest"])
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
     baseline = request.baseline_name()
     droppable = {v.name: "" for v in request.effective_variants() if v.name != baseline}
-    measured = measure.measure(
-        artifacts["report"],
-        manifest,
-        metrics,
-        configs,
-        params,
-        ignore_kernels=request.ignore_kernels,
-        combine=operator.add if request.combine_kernels == "sum" else None,
-        droppable=droppable,
-    )
+
+    def measured_with(names: list[str]) -> measure.Measured:
+        return measure.measure(
+            artifacts["report"],
+            manifest,
+            names,
+            configs,
+            params,
+            ignore_kernels=request.ignore_kernels,
+            combine=operator.add if request.combine_kernels == "sum" else None,
+            droppable=droppable,
+        )
+
+    try:
+        measured = measured_with(metrics)
+    except UnknownMetricError as err:  # a report without the work metrics: no work check
+        if err.metric not in work.added_metrics(request):
+            raise
+        measured = measured_with([m for m in metrics if m not in work.added_metrics(request)])
     uneven = {
         name: {"verdict": "suspect", "stage": "profile", "message": why}
         for name, why in droppable.items()
@@ -325,13 +331,25 @@ def _measured_run(
     most = outputs.most_kernels_per_run(measured.records, variants, request.ignore_kernels)
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
     manifest["kernels"] = kernels
+    found_suspects = [
+        *(manifest.get("suspects") or []),
+        *outputs.floor_suspects(
+            measured.processed,
+            request,
+            manifest.get("out_bytes") or [],
+            device.dram_peak(pinning.current_device()),
+        ),
+        *work.work_suspects(measured.processed, request),
+    ]
+    added = work.added_metrics(request)  # read for the work check, not asked for
+    processed, raw = work.without(measured.processed, added), work.without(measured.raw, added)
     artifacts["manifest"].write_text(json.dumps(manifest, indent=1))
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
         request=request,
-        processed=outputs.with_ok_column(measured.processed, request, checks),
-        raw=measured.raw,
+        processed=outputs.with_ok_column(processed, request, checks),
+        raw=raw,
         checks=checks,
         kernels=kernels,
         warnings=outputs.ncu_run_warnings(request, checks, kernels, most, pre),
@@ -341,17 +359,7 @@ def _measured_run(
         preflight=pre,
         extra={"profile_cuda_build": manifest.get("cuda_build")},
         dropped={**pre.dropped, **(manifest.get("dropped") or {}), **uneven},
-        suspects=outputs.first_per_config(
-            [
-                *(manifest.get("suspects") or []),
-                *outputs.floor_suspects(
-                    measured.processed,
-                    request,
-                    manifest.get("out_bytes") or [],
-                    device.dram_peak(pinning.current_device()),
-                ),
-            ]
-        ),
+        suspects=outputs.first_per_config(found_suspects),
     )
 
 

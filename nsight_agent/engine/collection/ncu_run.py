@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from nsight_agent.engine.collection import ncu, preflight_run
+from nsight_agent.engine.collection import ncu, preflight_run, work
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store.runs import artifact_paths
 from nsight_agent.errors import NcuError, NoKernelsProfiledError, ProfiledProcessError
-from nsight_agent.request import TIME_METRIC, ProfileRequest
+from nsight_agent.request import ProfileRequest
 
 
 def collect(
@@ -28,7 +28,7 @@ def collect(
     the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
     pre-flight, not run. Returns ncu's wall time."""
     options = ncu.NcuOptions(
-        metrics=list(request.metrics) or [TIME_METRIC],
+        metrics=work.collected_metrics(request),
         sections=request.sections,
         replay_mode=request.replay_mode,
         cache_control=request.cache_control,

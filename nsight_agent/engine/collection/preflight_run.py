@@ -152,10 +152,16 @@ def _add_check_errors(result: PreflightResult, manifest: dict[str, Any], baselin
     errors = [
         f"variant {c.variant!r}, config #{c.config_index}: {c.message}" for c in checks if not c.ok
     ]
+    wrong = {c.variant: c for c in checks if not c.ok}
     for variant, config, verdict, message in _kernel_count_errors(manifest):
         errors.append(f"variant {variant!r}, config #{config}: {message}")
+        if variant in wrong and variant != baseline:  # wrong values are the stronger truth
+            check = wrong[variant]
+            verdict, config = "incorrect", check.config_index
+            message = f"{check.message}; and {message[:1].lower()}{message[1:]}"
         if variant != baseline:
-            detail = {"verdict": verdict, "stage": "entry", "message": message}
+            stage = "check" if verdict == "incorrect" else "entry"
+            detail = {"verdict": verdict, "stage": stage, "message": message}
             result.dropped.setdefault(variant, detail | {"config_index": config})
         else:
             result.stage = "entry"
@@ -200,16 +206,27 @@ def _kernel_count_errors(manifest: dict[str, Any]) -> list[tuple[str, int, str, 
                 )
             )
         elif counts == {0}:
-            errors.append(
-                (
-                    variant,
-                    config,
-                    "no_kernel",
-                    "the entry launched no CUDA kernel (are the tensors on the GPU? does it "
-                    "return a cached result?)",
-                )
-            )
+            errors.append((variant, config, *_no_kernel(manifest, variant, config)))
     return errors
+
+
+def _no_kernel(manifest: dict[str, Any], variant: str, config: int) -> tuple[str, str]:
+    """The verdict of a (variant, config) whose measured calls launched no kernel: ``suspect``
+    when its first call launched some (it returns what that call computed), else
+    ``no_kernel``."""
+    firsts = manifest.get("first_kernels") or []
+    first = firsts[config].get(variant, 0) if config < len(firsts) else 0
+    if first:
+        return (
+            "suspect",
+            f"its first call launched {first} kernel(s) and its measured calls none: it "
+            "returns a result kept from an earlier call, so its time is not its work's",
+        )
+    return (
+        "no_kernel",
+        "the entry launched no CUDA kernel (are the tensors on the GPU? does it return a "
+        "cached result?)",
+    )
 
 
 def raise_if_broken(pre: PreflightResult) -> None:

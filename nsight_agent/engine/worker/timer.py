@@ -6,7 +6,8 @@ runtime call made inside it (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ...) is 
 correlation id to the GPU activity it launched, on whatever stream: kernels, copies, memsets.
 The call's time is the union of those activities' [start, end) intervals: work on two streams
 that overlaps counts once, gaps between kernels (launch latency, host work) do not count, so a
-single kernel's time is its duration as ncu reads it. Work left on a side stream that the
+single kernel's time is its execution as CUPTI records it (0.5-1.1 us shorter than ncu's
+duration on the H200, which also holds the GPU's launch processing: docs/BENCHMARKS.md). Work left on a side stream that the
 entry did not join is counted too: the device is synchronised before the trace is read.
 
 CUDA events around each call stay as a cross-check (``events_ns``); on the CPU,
@@ -117,6 +118,7 @@ class Timer:
                     2 * l2 or L2_FALLBACK_BYTES, dtype=torch.int8, device=device
                 )
             # Taken before user code runs: a variant that replaces them changes nothing here.
+            self._amax = torch.amax
             self._event: Any = torch.cuda.Event
             self._sync = torch.cuda.synchronize
             self._sleep = getattr(torch.cuda, "_sleep", None)
@@ -143,7 +145,7 @@ class Timer:
         return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
 
     def start_run(self) -> None:
-        """Start tracing the calls of one run (all its variants, interleaved)."""
+        """Start tracing the calls of one config's timing loop (all its runs and variants)."""
         self.pending, self._next = {}, 0
         if self.trace:
             self._profiler = self._new_profiler()
@@ -163,6 +165,14 @@ class Timer:
             call.streams = {s for _, _, s in spans}
             call.gpu_ns = float(union_ns([(a, b) for a, b, _ in spans]))
 
+    def flush_l2(self) -> None:
+        """Empty the L2 of the previous call's data before the next call: a read of twice
+        its size leaves it holding clean lines, as ncu's flush does. (Writing the buffer
+        left dirty lines that the timed call paid to write back: +14 to +26 % on 2-35 us
+        kernels on the H200, bench/probes/timing_cost.py.)"""
+        if self.flush is not None:
+            self._amax(self.flush)
+
     def measure(self, entry: Callable[..., Any], inputs: Any) -> Call:
         """One call; everything it launched has finished when this returns.
 
@@ -174,8 +184,7 @@ class Timer:
             start = time.perf_counter_ns()
             out = runtime.call(entry, inputs)
             return Call(out, float(time.perf_counter_ns() - start))
-        if self.flush is not None:
-            self.flush.zero_()
+        self.flush_l2()
         integrity.reset_persisting_l2()
         if self.spin_cycles and self._sleep is not None:
             self._sleep(self.spin_cycles)
