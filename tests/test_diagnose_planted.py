@@ -1,9 +1,15 @@
 """The planted-bottleneck set (H200 reports, one kernel each): the diagnosis names the defect.
 
 ``tests/fixtures/planted/catalog.json`` lists each kernel with the cause planted in it (or
-"control" for a kernel near its roof), the bound expected, the ideal bytes and the input dtype.
-For every kernel the top cause must be the planted one and the bound the expected one; a control
-must be reported at its roof with no defect cause.
+"control" for a kernel near its roof), the bound expected, the ideal bytes, the input dtype and
+its ``split``. For every kernel of the ``tuning`` split the top cause must be the planted one
+and the bound the expected one; a control must be reported at its roof with no defect cause.
+
+The ``held_out`` kernels were recorded once and are never used to change a rule: a miss there is
+a measurement, not a test failure. They are diagnosed here only for form (a bound, causes from
+the vocabulary, the size limit); how many come out right is scored per split in
+``tests/test_judging_planted.py`` against the table in docs/DIAGNOSIS.md. A held-out entry whose
+report is not in the fixtures yet (``scripts/record-planted --split held_out``) is skipped.
 """
 
 from __future__ import annotations
@@ -32,6 +38,20 @@ def _entries() -> list[dict[str, Any]]:
 
 
 ENTRIES = _entries()
+SPLITS = ("tuning", "held_out")
+
+
+def recorded(entry: dict[str, Any]) -> bool:
+    return (PLANTED / f"{entry['id']}.ncu-rep").exists()
+
+
+def in_split(split: str) -> list[dict[str, Any]]:
+    """The catalog entries of one split, recorded or not."""
+    return [e for e in ENTRIES if e.get("split") == split]
+
+
+TUNING = in_split("tuning")
+HELD_OUT = in_split("held_out")
 # Where our bound rule and the catalog's expectation differ, with the numbers (not hidden).
 BOUND_DISAGREES = {
     "tensor_idle_triton": "SM 46.4 %, memory 38.4 % of peak: both under 60 %, so the SOL rule "
@@ -68,8 +88,8 @@ def diagnose(entry: dict[str, Any]) -> KernelDiagnosis:
     )
 
 
-@pytest.mark.skipif(not ENTRIES, reason="planted fixtures not recorded yet")
-@pytest.mark.parametrize("entry", ENTRIES, ids=[str(e.get("id")) for e in ENTRIES])
+@pytest.mark.skipif(not TUNING, reason="planted fixtures not recorded yet")
+@pytest.mark.parametrize("entry", TUNING, ids=[str(e.get("id")) for e in TUNING])
 def test_planted_kernel_is_diagnosed(entry: dict[str, Any]) -> None:
     d = diagnose(entry)
     planted = _planted(entry)
@@ -84,6 +104,17 @@ def test_planted_kernel_is_diagnosed(entry: dict[str, Any]) -> None:
         assert d.headline.startswith("at "), d.headline
     else:
         assert d.causes[0].id == planted, [(c.id, c.gain) for c in d.causes]
+    assert len(d.model_dump_json(exclude_none=True)) <= 2048
+
+
+@pytest.mark.skipif(not HELD_OUT, reason="no held-out kernels in the catalog")
+@pytest.mark.parametrize("entry", HELD_OUT, ids=[str(e.get("id")) for e in HELD_OUT])
+def test_held_out_kernel_is_diagnosed_in_form(entry: dict[str, Any]) -> None:
+    """Form only: whether the cause and bound are right is scored, not asserted (see above)."""
+    if not recorded(entry):
+        pytest.skip(f"{entry['id']}: not recorded yet (scripts/record-planted --split held_out)")
+    d = diagnose(entry)
+    assert d.headline and d.bound.why
     assert len(d.model_dump_json(exclude_none=True)) <= 2048
 
 

@@ -18,6 +18,7 @@ from nsight_agent.api import analyze
 from nsight_agent.engine.collection import aggregate as aggregation
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.errors import (
+    ExtractionError,
     KernelCountMismatchError,
     MultipleKernelsError,
     NoKernelsProfiledError,
@@ -296,16 +297,42 @@ def test_csv_output_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-de
     assert len(raw) == len(results.raw_dataframe())
 
 
-def test_aggregate_turns_unsortable_params_into_strings() -> None:
+def test_aggregate_keeps_parameter_objects_as_given() -> None:
+    """As nsight-python (its #63): hashable objects group as they are, unsortable ones included
+    (by identity for plain objects, tensors); unhashable ones on their text; the output holds
+    the objects given, not their repr."""
+    a, b = object(), object()
     raw = pd.DataFrame(
         {
-            "Annotation": ["a"] * 4, "Value": [1.0, 3.0, 2.0, 2.0], "Metric": ["m"] * 4,
-            "Kernel": ["k"] * 4, "GPU": ["g"] * 4, "Host": ["h"] * 4, "ComputeClock": [1.0] * 4,
-            "MemoryClock": [1.0] * 4, "Unit": ["ns"] * 4,
-            "dtype": [object(), object(), None, None],
+            "Annotation": ["a"] * 6, "Value": [1.0, 3.0, 2.0, 2.0, 4.0, 6.0], "Metric": ["m"] * 6,
+            "Kernel": ["k"] * 6, "GPU": ["g"] * 6, "Host": ["h"] * 6, "ComputeClock": [1.0] * 6,
+            "MemoryClock": [1.0] * 6, "Unit": ["ns"] * 6,
+            "dtype": [a, b, None, None, a, b],
+            "shape": [[1, 2], [1, 2], [3], [3], [1, 2], [1, 2]],
         }
     )  # fmt: skip
-    out = aggregation.aggregate(raw, ["dtype"])
-    present = out.dtype.dropna()
-    assert len(present) == 2 and present.map(type).eq(str).all()
-    assert out.NumRuns.tolist() == [1, 1, 2]
+    out = aggregation.aggregate(raw, ["dtype", "shape"], normalize_against="a")
+    assert out.dtype.iloc[0] is a and out.dtype.iloc[1] is b and pd.isna(out.dtype.iloc[2])
+    assert out["shape"].tolist() == [[1, 2], [1, 2], [3]]
+    assert out.NumRuns.tolist() == [2, 2, 2]
+    assert list(out.columns[:4]) == ["Annotation", "Metric", "dtype", "shape"]
+    assert not any(c.endswith("__key__") for c in out.columns)
+
+
+def test_rows_of_a_real_report_from_two_gpus_or_clocks_are_refused() -> None:
+    """The raw rows of a real sweep aggregate; the same rows with one run's GPU name or clock
+    changed (as if that run had been measured elsewhere) are refused, not averaged in."""
+    raw, processed = frames("sweep")
+    again = aggregation.aggregate(raw, ["n"])
+    assert again.AvgValue.tolist() == pytest.approx(processed.AvgValue.tolist())
+    assert set(again.GPU) == {"NVIDIA H200"}
+    one_run = raw.index[0]
+    for column, value, what in [
+        ("GPU", "NVIDIA H100 80GB HBM3", "different GPUs"),
+        ("ComputeClock", float(raw.ComputeClock.iloc[0]) / 2, "different SM clocks"),
+        ("MemoryClock", float(raw.MemoryClock.iloc[0]) / 2, "different memory clocks"),
+    ]:
+        changed = raw.copy()
+        changed.loc[one_run, column] = value
+        with pytest.raises(ExtractionError, match=what):
+            aggregation.aggregate(changed, ["n"])

@@ -2,27 +2,39 @@
 
 Every catalog entry says whether it was used to tune the rules (``"split": "tuning"``) or was
 recorded once and never used for tuning (``"held_out"``). The scores are computed here from the
-real reports and must equal the table in docs/DIAGNOSIS.md (between the planted-scores markers),
-so the document cannot drift from the rules.
+real reports, one row per split, and must equal the table in docs/DIAGNOSIS.md (between the
+planted-scores markers), so the document cannot drift from the rules. A held-out kernel is
+scored as soon as its report is in tests/fixtures/planted/; until every one is, the row says how
+many are recorded. A held-out miss is not fixed by changing a rule to fit it: it is the number
+the document reports.
 
-``PINNED`` holds what the current rules answer for each kernel: the bound, the roof and every
-reported cause with its gain, severity and gain source. These values were recorded from the
+``PINNED`` holds what the current rules answer for each tuning kernel (and may hold held-out
+ones once recorded): the bound, the roof and every reported cause with its gain, severity and
+gain source. These values were recorded from the
 rules, not derived independently: a change of a formula, a threshold, the cap on ncu's
 estimates or the ranking shows here, on real reports, and has to be argued for in the commit.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_diagnose_planted import ENTRIES, PLANTED, diagnose
+from tests.test_diagnose_planted import (
+    ENTRIES,
+    PLANTED,
+    SPLITS,
+    TUNING,
+    diagnose,
+    in_split,
+    recorded,
+)
 
 DOC = Path(__file__).parent.parent / "docs" / "DIAGNOSIS.md"
-SPLITS = ("tuning", "held_out")
 TENSOR_GAIN = "own:1 - FP rate / min(7.4x FP32 peak, I x DRAM peak)"
 
 Row = tuple[str, str | None, list[tuple[str, float | None, str, str | None]]]
@@ -153,6 +165,13 @@ def _pct(n: int, total: int) -> str:
     return f"{n} ({100 * n / total:.0f} %)" if total else "-"
 
 
+def split_score(split: str) -> tuple[int, int, int, int]:
+    """(kernels in the catalog, recorded, top cause right, bound right) of one split."""
+    entries = in_split(split)
+    scored = [_right(e) for e in entries if recorded(e)]
+    return len(entries), len(scored), sum(c for c, _ in scored), sum(b for _, b in scored)
+
+
 def score_table() -> str:
     """The markdown table of docs/DIAGNOSIS.md, computed from the reports."""
     lines = [
@@ -160,19 +179,44 @@ def score_table() -> str:
         "| --- | --- | --- | --- |",
     ]
     for split in SPLITS:
-        scored = [_right(e) for e in ENTRIES if e["split"] == split]
-        causes = sum(c for c, _ in scored)
-        bounds = sum(b for _, b in scored)
+        listed, n, causes, bounds = split_score(split)
         name = split.replace("_", "-")
-        n = len(scored)
-        lines.append(f"| {name} | {n} | {_pct(causes, n)} | {_pct(bounds, n)} |")
+        if n == 0 and listed:
+            lines.append(f"| {name} | 0 of {listed} recorded | TODO | TODO |")
+            continue
+        kernels = str(n) if n == listed else f"{n} of {listed} recorded"
+        lines.append(f"| {name} | {kernels} | {_pct(causes, n)} | {_pct(bounds, n)} |")
     return "\n".join(lines)
 
 
 def test_every_kernel_says_which_split_it_is_in() -> None:
     assert all(e.get("split") in SPLITS for e in ENTRIES), [e["id"] for e in ENTRIES]
-    assert {e["id"] for e in ENTRIES} == set(PINNED)
-    assert all((PLANTED / f"{e['id']}.ncu-rep").exists() for e in ENTRIES)
+    ids = [e["id"] for e in ENTRIES]
+    assert len(ids) == len(set(ids)), "duplicate ids in the catalog"
+    # Every tuning kernel is recorded and pinned; a held-out one may be pinned once recorded.
+    assert {e["id"] for e in TUNING} <= set(PINNED) <= set(ids)
+    assert all(recorded(e) for e in TUNING), [e["id"] for e in TUNING if not recorded(e)]
+    assert all(recorded(e) for e in ENTRIES if e["id"] in PINNED)
+
+
+def test_the_catalog_beside_the_reports_is_the_benchs() -> None:
+    """bench/planted/catalog.json is what record-planted reads; the fixture copy is what the
+    tests score: the two must say the same thing, split included."""
+    bench = Path(__file__).parent.parent / "bench" / "planted" / "catalog.json"
+    if not bench.exists():
+        pytest.skip("bench/planted not in this checkout")
+    assert json.loads(bench.read_text()) == json.loads((PLANTED / "catalog.json").read_text())
+
+
+def test_held_out_kernels_are_new_kernels() -> None:
+    """A held-out kernel is not a tuning kernel under another name: its own kernel, and no
+    tuning kernel's kernel name matches its regex."""
+    held = in_split("held_out")
+    tuning_regexes = {e["kernel_regex"] for e in TUNING}
+    for entry in held:
+        assert entry["kernel_regex"] not in tuning_regexes, entry["id"]
+        name = entry["kernel_regex"].strip("^$")
+        assert not any(re.search(r, name) for r in tuning_regexes), entry["id"]
 
 
 def test_the_documented_scores_are_the_computed_ones() -> None:
@@ -182,7 +226,10 @@ def test_the_documented_scores_are_the_computed_ones() -> None:
     assert found.group(1) == score_table(), "update docs/DIAGNOSIS.md:\n" + score_table()
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[str(e.get("id")) for e in ENTRIES])
+PINNED_ENTRIES = [e for e in ENTRIES if e["id"] in PINNED]
+
+
+@pytest.mark.parametrize("entry", PINNED_ENTRIES, ids=[str(e["id"]) for e in PINNED_ENTRIES])
 def test_the_numbers_a_real_report_fixes(entry: dict[str, Any]) -> None:
     d = diagnose(entry)
     got = (d.bound.bound, d.bound.roof, [(c.id, c.gain, c.sev, c.gain_src) for c in d.causes])

@@ -388,6 +388,131 @@ extern "C" __global__ void nvtx_step_scale(float4* __restrict__ p, size_t n4, fl
   }
 }
 #endif
+// =========================================================== held-out kernels
+// Recorded once and never used to tune the diagnosis rules ("split": "held_out" in
+// catalog.json). Each is written the way a user might write it, with one defect
+// (or none, for the control), and differs in shape and code from the tuning kernels.
+
+#if PLANTED_ALL || defined(WANT_row_sums_cuda)
+// held out, uncoalesced_global_access: row sums of a row-major matrix with one
+// thread per row. At each step the 32 lanes of a warp read 32 different rows,
+// `cols` floats apart, so a warp load uses 4 bytes of each 32-byte sector.
+extern "C" __global__ void ho_row_sums(const float* __restrict__ m, float* __restrict__ sums,
+                                       int rows, int cols) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  float s = 0.0f;
+  for (int c = 0; c < cols; ++c) s += m[(size_t)r * cols + c];
+  sums[r] = s;
+}
+#endif
+
+#if PLANTED_ALL || defined(WANT_block_scan_cuda)
+// held out, shared_bank_conflicts: inclusive scan of 8192-float chunks. The
+// chunk is staged in shared memory (coalesced), then each thread scans its own
+// 32 consecutive elements, seg[j] = buf[threadIdx.x * 32 + j]: for a given j all
+// 32 lanes of a warp hit the same bank. Segment totals are combined with shuffles.
+#define SCAN_SEG 32
+#define SCAN_THREADS 256
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS)
+ho_block_scan(const float* __restrict__ in, float* __restrict__ out) {
+  __shared__ float buf[SCAN_THREADS * SCAN_SEG];
+  __shared__ float warp_total[SCAN_THREADS / 32];
+  const size_t base = (size_t)blockIdx.x * SCAN_THREADS * SCAN_SEG;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int j = 0; j < SCAN_SEG; ++j)
+    buf[j * SCAN_THREADS + threadIdx.x] = in[base + j * SCAN_THREADS + threadIdx.x];
+  __syncthreads();
+
+  float* seg = buf + threadIdx.x * SCAN_SEG;
+  float run = 0.0f;
+  for (int j = 0; j < SCAN_SEG; ++j) {
+    run += seg[j];
+    seg[j] = run;
+  }
+  // inclusive scan of the segment totals within the warp, then across warps
+  float t = run;
+  for (int d = 1; d < 32; d <<= 1) {
+    float y = __shfl_up_sync(0xffffffffu, t, d);
+    t += (lane >= d) ? y : 0.0f;
+  }
+  if (lane == 31) warp_total[warp] = t;
+  __syncthreads();
+  float before = 0.0f;
+  for (int w = 0; w < warp; ++w) before += warp_total[w];
+  const float offset = before + t - run;  // sum of all earlier segments
+  for (int j = 0; j < SCAN_SEG; ++j) seg[j] += offset;
+  __syncthreads();
+  for (int j = 0; j < SCAN_SEG; ++j)
+    out[base + j * SCAN_THREADS + threadIdx.x] = buf[j * SCAN_THREADS + threadIdx.x];
+}
+#endif
+
+#if PLANTED_ALL || defined(WANT_thread_hist_cuda)
+// held out, local_memory_spills: a 16-bin histogram per thread, indexed by the
+// data. An array indexed at run time cannot live in registers, so every count
+// is a local-memory load and store. Each thread writes its counts (coalesced).
+#define HIST_BINS 16
+extern "C" __global__ void ho_thread_hist(const float4* __restrict__ x,
+                                          unsigned* __restrict__ counts, size_t n4) {
+  unsigned bins[HIST_BINS];
+  for (int b = 0; b < HIST_BINS; ++b) bins[b] = 0u;
+  const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = t; i < n4; i += stride) {
+    float4 v = x[i];
+    bins[(unsigned)(v.x * HIST_BINS) & (HIST_BINS - 1)]++;
+    bins[(unsigned)(v.y * HIST_BINS) & (HIST_BINS - 1)]++;
+    bins[(unsigned)(v.z * HIST_BINS) & (HIST_BINS - 1)]++;
+    bins[(unsigned)(v.w * HIST_BINS) & (HIST_BINS - 1)]++;
+  }
+  for (int b = 0; b < HIST_BINS; ++b) counts[b * stride + t] = bins[b];
+}
+#endif
+
+#if PLANTED_ALL || defined(WANT_collatz_cuda)
+// held out, warp_divergence: Collatz stopping time of consecutive integers.
+// Each lane loops until its own value reaches 1, so a warp runs as long as its
+// slowest lane while the lanes that are done sit masked off.
+extern "C" __global__ void ho_collatz_steps(unsigned* __restrict__ steps,
+                                            unsigned long long first, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  unsigned long long v = first + i;
+  unsigned s = 0;
+  while (v != 1ull) {
+    v = (v & 1ull) ? 3ull * v + 1ull : v >> 1;
+    ++s;
+  }
+  steps[i] = s;
+}
+#endif
+
+#if PLANTED_ALL || defined(WANT_logistic_map_cuda)
+// held out, slow_precision: iterates the logistic map x <- r x (1 - x). Data
+// and r are float, but the literal 1.0 is a double, so (1 - x) and the product
+// with it run in fp64 (with conversions) on every step.
+extern "C" __global__ void ho_logistic_map(const float* __restrict__ x0, float* __restrict__ out,
+                                           float r, int steps, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = x0[i];
+  for (int s = 0; s < steps; ++s) x = r * x * (1.0 - x);
+  out[i] = x;
+}
+#endif
+
+#if PLANTED_ALL || defined(WANT_control_triad_cuda)
+// held out, control (DRAM roof): STREAM triad a = b + s * c on float4.
+extern "C" __global__ void ho_triad(float4* __restrict__ a, const float4* __restrict__ b,
+                                    const float4* __restrict__ c, float s, size_t n4) {
+  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  if (i < n4) {
+    float4 bv = b[i], cv = c[i];
+    a[i] = make_float4(bv.x + s * cv.x, bv.y + s * cv.y, bv.z + s * cv.z, bv.w + s * cv.w);
+  }
+}
+#endif
 // ======================================================================= host
 template <class T>
 static T* dalloc(size_t n) {
@@ -549,6 +674,45 @@ int main(int argc, char** argv) {
     LAUNCH_N((nvtxDomainRangePushEx(dom, &attr),
               nvtx_step_scale<<<(unsigned)(n / 4 / 256), 256>>>((float4*)p, n / 4, 0.999f),
               nvtxDomainRangePop(dom)));
+#endif
+#if PLANTED_ALL || defined(WANT_row_sums_cuda)
+  } else if (!strcmp(id, "row_sums_cuda")) {
+    const int rows = 1 << 20, cols = 96;  // 384 MiB
+    float *m = dfill((size_t)rows * cols), *sums = dalloc<float>(rows);
+    LAUNCH_N((ho_row_sums<<<rows / 256, 256>>>(m, sums, rows, cols)));
+#endif
+#if PLANTED_ALL || defined(WANT_block_scan_cuda)
+  } else if (!strcmp(id, "block_scan_cuda")) {
+    const size_t n = 64ull << 20;  // 64 Mi floats, 8192 per block
+    float *in = dfill(n), *out = dalloc<float>(n);
+    LAUNCH_N((ho_block_scan<<<(unsigned)(n / (SCAN_THREADS * SCAN_SEG)), SCAN_THREADS>>>(in, out)));
+#endif
+#if PLANTED_ALL || defined(WANT_thread_hist_cuda)
+  } else if (!strcmp(id, "thread_hist_cuda")) {
+    const size_t n = 64ull << 20;  // 64 Mi floats in [0, 1)
+    const unsigned blocks = 8 * kSMs, threads = 256;
+    float* x = dfill(n);
+    unsigned* counts = dalloc<unsigned>((size_t)HIST_BINS * blocks * threads);
+    LAUNCH_N((ho_thread_hist<<<blocks, threads>>>((const float4*)x, counts, n / 4)));
+#endif
+#if PLANTED_ALL || defined(WANT_collatz_cuda)
+  } else if (!strcmp(id, "collatz_cuda")) {
+    const unsigned n = 4u << 20;
+    unsigned* steps = dalloc<unsigned>(n);
+    LAUNCH_N((ho_collatz_steps<<<n / 256, 256>>>(steps, 1000000000ull, n)));
+#endif
+#if PLANTED_ALL || defined(WANT_logistic_map_cuda)
+  } else if (!strcmp(id, "logistic_map_cuda")) {
+    const int n = 1 << 20;
+    float *x0 = dfill(n), *out = dalloc<float>(n);
+    LAUNCH_N((ho_logistic_map<<<n / 256, 256>>>(x0, out, 3.9f, 1000, n)));
+#endif
+#if PLANTED_ALL || defined(WANT_control_triad_cuda)
+  } else if (!strcmp(id, "control_triad_cuda")) {
+    const size_t n = 128ull << 20;  // 128 Mi floats (512 MiB) per array
+    float *a = dalloc<float>(n), *b = dfill(n), *c = dfill(n);
+    LAUNCH_N((ho_triad<<<(unsigned)(n / 4 / 256), 256>>>((float4*)a, (const float4*)b,
+                                                        (const float4*)c, 3.0f, n / 4)));
 #endif
   } else {
     fprintf(stderr, "unknown id %s\n", id);

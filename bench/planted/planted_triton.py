@@ -125,3 +125,81 @@ def nvtx_tl_scale(x_ptr, n, s, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * s, mask=mask)
+
+
+# ======================================================================= held-out kernels
+# Recorded once and never used to tune the diagnosis rules ("split": "held_out" in
+# catalog.json); written the way a user might write them, one defect each (none for the
+# control), different in shape and code from the tuning kernels above.
+
+
+# held out, excess_dram_traffic: layer norm over wide rows (256 Ki floats, 1 MiB) in the
+# three-loop form (mean, variance, normalise). Each loop streams the row from global
+# memory again; with ~1000 programs resident, 1 GiB is in flight between two reads of one
+# row, far more than L2 holds, so x comes from DRAM three times.
+@triton.jit
+def ho_tl_layernorm_wide(x_ptr, y_ptr, w_ptr, b_ptr, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    x_row = x_ptr + row.to(tl.int64) * N
+    y_row = y_ptr + row.to(tl.int64) * N
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, N, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        acc += tl.load(x_row + cols, mask=cols < N, other=0.0)
+    mean = tl.sum(acc, axis=0) / N
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, N, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        x = tl.load(x_row + cols, mask=cols < N, other=0.0)
+        d = tl.where(cols < N, x - mean, 0.0)
+        acc += d * d
+    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+    for off in range(0, N, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        mask = cols < N
+        x = tl.load(x_row + cols, mask=mask, other=0.0)
+        w = tl.load(w_ptr + cols, mask=mask)
+        b = tl.load(b_ptr + cols, mask=mask)
+        tl.store(y_row + cols, (x - mean) * rstd * w + b, mask=mask)
+
+
+# held out, too_few_blocks: sum of each row of a 32 x 4 Mi matrix with one program per
+# row: 32 programs on a 132-SM GPU.
+@triton.jit
+def ho_tl_row_sum(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, N, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0)
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+# held out, atomic_contention: a 16-bin histogram built with one global atomic per
+# element: every program hammers the same 16 counters.
+@triton.jit
+def ho_tl_histogram(x_ptr, hist_ptr, n, NBINS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    b = tl.minimum((x * NBINS).to(tl.int32), NBINS - 1)
+    tl.atomic_add(hist_ptr + b, 1, mask=mask)
+
+
+# held out, launch_bound_tiny: bias add on a 4 x 256 activation, one program per row.
+@triton.jit
+def ho_tl_bias_add(x_ptr, bias_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask)
+    tl.store(y_ptr + row * N + cols, x + tl.load(bias_ptr + cols, mask=mask), mask=mask)
+
+
+# held out, control (DRAM roof): SiLU, y = x * sigmoid(x), on fp32.
+@triton.jit
+def ho_tl_silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, x * tl.sigmoid(x), mask=mask)

@@ -100,6 +100,40 @@ def main(argv):
             if not small:
                 torch.cuda.nvtx.range_pop()
         launch(step)
+    # ------------------------------------------------------------ held-out kernels
+    elif kid == "layernorm_wide_triton":
+        rows, n = (4, 3000) if small else (1024, 256 << 10)  # 1 GiB of fp32 in, 1 GiB out
+        x, w, b = rand(rows * n), rand(n), rand(n)
+        y = torch.empty(rows * n, device=dev)
+        launch(lambda: pt.ho_tl_layernorm_wide[(rows,)](x, y, w, b, n, 1e-5, BLOCK=2048, num_warps=8))
+        if small:
+            ref = torch.nn.functional.layer_norm(x.view(rows, n), (n,), w, b, eps=1e-5)
+            assert torch.allclose(y.view(rows, n), ref, atol=1e-4, rtol=1e-4), "layernorm mismatch"
+    elif kid == "row_sum_triton":
+        rows, n = (4, 5000) if small else (32, 4 << 20)  # 512 MiB
+        x, out = rand(rows * n), torch.empty(rows, device=dev)
+        launch(lambda: pt.ho_tl_row_sum[(rows,)](x, out, n, BLOCK=1024, num_warps=4))
+        if small:
+            assert torch.allclose(out, x.view(rows, n).sum(1), rtol=1e-4), "row sum mismatch"
+    elif kid == "histogram_triton":
+        n = 5000 if small else 16 << 20
+        x, hist = rand(n), torch.zeros(16, device=dev, dtype=torch.int32)
+        launch(lambda: pt.ho_tl_histogram[(triton.cdiv(n, 1024),)](x, hist, n, NBINS=16, BLOCK=1024))
+        if small:
+            ref = torch.bincount((x * 16).long().clamp(max=15), minlength=16) * LAUNCHES
+            assert torch.equal(hist.long(), ref), "histogram mismatch"
+    elif kid == "bias_add_tiny_triton":
+        rows, n = 4, 256
+        x, bias, y = rand(rows * n), rand(n), torch.empty(rows * n, device=dev)
+        launch(lambda: pt.ho_tl_bias_add[(rows,)](x, bias, y, n, BLOCK=256, num_warps=2))
+        if small:
+            assert torch.equal(y.view(rows, n), x.view(rows, n) + bias), "bias add mismatch"
+    elif kid == "control_silu_triton":
+        n = 5000 if small else 256 << 20  # 1 GiB of fp32 in, 1 GiB out
+        x, y = rand(n) * 8 - 4, torch.empty(n, device=dev)
+        launch(lambda: pt.ho_tl_silu[(triton.cdiv(n, 2048),)](x, y, n, BLOCK=2048, num_warps=8))
+        if small:
+            assert torch.allclose(y, torch.nn.functional.silu(x), atol=1e-6, rtol=1e-5), "silu mismatch"
     else:
         raise SystemExit(f"unknown id {kid}")
     if not small:
