@@ -23,7 +23,7 @@ from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.store import runs as runs_store
 from nsight_agent.engine.worker.pool import WorkerPool
-from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
+from nsight_agent.request import KERNEL_CONTRACT_SUMMARY, strict_arguments
 from nsight_agent.server import http, schemas, shutdown, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
 from nsight_agent.views.common import ARTIFACT_URI
@@ -38,7 +38,10 @@ kernel with its evidence and what to try (also on a run_id or any .ncu-rep). sum
 .ncu-rep without a GPU. Every run keeps its artifacts: pass its run_id to get_run, get_run_rows,
 plot_run, compare_variants or roofline_metrics for more detail without profiling again, or read
 nsight-agent://runs/{run_id}/{artifact}. query_metrics finds metric names; list_skills/get_skill
-give curated metric bundles with a workflow.
+give curated metric bundles with a workflow. Across runs: get_run(run_id, baseline=NAME) names a
+baseline; get_run(run_id, against=NAME) compares a later run with it (refused with the reason when
+the runs are not comparable); nsight-agent://baselines lists them, nsight-agent://history/{NAME}
+gives a kernel's trend.
 Kernel contract: `source` is a Python module with setup(**config, device) returning the inputs
 (tuple, dict or tensor) and entry functions (default `run`) that launch the work on them and
 return outputs; only the entry call is measured and every variant's outputs are checked against
@@ -110,9 +113,7 @@ def build_server(
     for tool in mcp._tool_manager.list_tools():
         # An unknown argument (a typo, or a knob that lives in `options`) is refused by name
         # instead of being dropped without a word.
-        base = tool.fn_metadata.arg_model
-        strict = {**base.model_config, "extra": "forbid"}
-        tool.fn_metadata.arg_model = type(base.__name__, (base,), {"model_config": strict})
+        tool.fn_metadata.arg_model = strict_arguments(tool.fn_metadata.arg_model)
         tool.description = " ".join((tool.description or "").split())
         tool.parameters = schemas.compact(tool.parameters, INPUT_DESCRIPTION_CHARS)
         if tool.fn_metadata.output_schema is not None:
@@ -131,7 +132,20 @@ def build_server(
         description="The kernel contract the profiling tools expect of `source`",
         mime_type="text/plain",
     )(kernel_contract)
+    mcp.resource(
+        "nsight-agent://history/{key}",
+        name="history",
+        description="One kernel's trend (JSON): its runs against baseline NAME, or against the "
+        "oldest run of a source hash",
+        mime_type="application/json",
+    )(tools_runs.history)
     # A static resource gets no context: the runs folder is bound here instead.
+    mcp.resource(
+        "nsight-agent://baselines",
+        name="baselines",
+        description="Named baselines: run, variant, source hash, GPU, method, dates (JSON)",
+        mime_type="application/json",
+    )(functools.partial(tools_runs.baselines_json, runs_root))
     mcp.resource(
         "nsight-agent://runs",
         name="runs",

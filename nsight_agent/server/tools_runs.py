@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, Image
@@ -11,38 +13,57 @@ from pydantic import Field
 
 from nsight_agent import service
 from nsight_agent.errors import NsightAgentError
-from nsight_agent.server.boundary import load, result, thread, tool_errors
+from nsight_agent.server.boundary import load, result, state, thread, tool_errors
 from nsight_agent.views import runs, text
+from nsight_agent.views.common import dump
+from nsight_agent.views.run_diff import render_diff
 
 
 async def get_run(
     ctx: Context,
     run_id: Annotated[str, Field(description="From an earlier profiling answer")],
-    metrics: Annotated[
-        list[str] | None, Field(description="Only these metrics (default: all)")
-    ] = None,
+    metrics: Annotated[list[str] | None, Field(description="Only these metrics")] = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=500)] = 20,
+    against: Annotated[
+        str | None, Field(description="Baseline NAME or run_id to compare with")
+    ] = None,
+    baseline: Annotated[
+        str | None, Field(description="Then save as baseline NAME[@variant]")
+    ] = None,
 ) -> CallToolResult:
-    """A run's statistics again: another metric, more pages (profile_kernel's shape)."""
+    """A run again: another metric or page; or vs a baseline."""
     with tool_errors():
-        run = await load(ctx, run_id)
-        s = runs.profile_summary(run, metrics=metrics, offset=offset, limit=limit)
-        return result(s, text.render_profile(s))
+        root = state(ctx).runs_root
+        if against is None and baseline is None:
+            run = await load(ctx, run_id)
+            s = runs.profile_summary(run, metrics=metrics, offset=offset, limit=limit)
+            return result(s, text.render_profile(s))
+        d = await thread(lambda: service.diff(run_id, against, root)) if against else None
+        named = None
+        if baseline is not None:
+            name, _, variant = baseline.partition("@")
+            named = await thread(lambda: service.set_baseline(name, run_id, variant or None, root))
+        if d is None:
+            assert named is not None
+            line = f"baseline {named.name} = run {named.run_id} [{named.variant}]"
+            return result(named, f"{line}, {named.method} on {named.gpu or '?'}")
+        note = f"\nnow baseline {named.name} = this run" if named else ""
+        return result(d, render_diff(d) + note)
 
 
 async def get_run_rows(
     ctx: Context,
-    run_id: Annotated[str, Field(description="From an earlier profiling answer")],
+    run_id: str,
     table: Annotated[
         Literal["processed", "raw"],
         Field(description="processed: per variant/metric/config; raw: per run"),
     ] = "processed",
-    metric: Annotated[str | None, Field(description="Only this metric")] = None,
+    metric: str | None = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=1000)] = 50,
 ) -> Annotated[CallToolResult, runs.RowsPage]:
-    """Rows of a run's nsight-python tables (processed or raw), paged."""
+    """A run's nsight-python table rows (processed or raw), paged."""
     with tool_errors():
         run = await load(ctx, run_id)
         s = runs.rows_page(run, table, metric=metric, offset=offset, limit=limit)
@@ -52,10 +73,10 @@ async def get_run_rows(
 
 async def plot_run(
     ctx: Context,
-    run_id: Annotated[str, Field(description="From an earlier profiling answer")],
+    run_id: str,
     metric: Annotated[str | None, Field(description="Metric to plot (default: the first)")] = None,
 ) -> Image:
-    """A PNG of one metric of a run over its configs, a line per variant."""
+    """PNG of one metric of a run over its configs, a line per variant."""
     with tool_errors():
         run = await load(ctx, run_id)
         png = await thread(lambda: service.plot_run(run, metric))
@@ -74,3 +95,19 @@ async def run_artifact(run_id: str, artifact: str, ctx: Context) -> str | bytes:
     if path.suffix in {".json", ".csv", ".log", ".py", ".txt", ".md", ".cu", ".toml"}:
         return path.read_text(errors="replace")
     return path.read_bytes()
+
+
+def baselines_json(runs_root: Path | None) -> str:
+    """The baselines resource: name, run, variant, source hash, GPU, method, dates."""
+    found = service.list_baselines(runs_root)
+    return json.dumps([b.model_dump(exclude={"checks"}) for b in found])
+
+
+async def history(key: str, ctx: Context) -> str:
+    """The history resource: one kernel's runs against its baseline (or oldest run), JSON."""
+    root = state(ctx).runs_root
+    try:
+        h = await thread(lambda: service.history(key, root))
+    except NsightAgentError as err:
+        raise ResourceNotFoundError(str(err)) from err
+    return json.dumps(dump(h))

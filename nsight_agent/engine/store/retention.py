@@ -1,7 +1,9 @@
 """Retention of the run store: keep the newest runs, within a count and a size.
 
 A run folder is a folder of the runs root with a ``request.json`` (hidden folders such as the
-CUDA build cache are not runs). A run whose status says it is still running is never removed.
+CUDA build cache are not runs). A run whose status says it is still running is never removed,
+nor is a run a baseline names (``baselines.kept_runs``): those are kept outside the count and
+the size.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from nsight_agent.engine.store import baselines
 
 DEFAULT_KEEP = 200
 DEFAULT_MAX_GB = 5.0
@@ -62,7 +66,10 @@ def prune(root: Path, keep: int = DEFAULT_KEEP, max_gb: float = DEFAULT_MAX_GB) 
     out = Pruned()
     budget = int(max_gb * 1e9)
     used = 0
-    for i, run_dir in enumerate(run_folders(root)):
+    named = baselines.kept_runs(root)
+    folders = run_folders(root)
+    out.kept = sum(d.name in named for d in folders)
+    for i, run_dir in enumerate(d for d in folders if d.name not in named):
         size = folder_bytes(run_dir)
         if _running(run_dir) or (i < keep and used + size <= budget):
             used += size
