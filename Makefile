@@ -19,7 +19,7 @@ lint: venv
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $${PYTEST_WORKERS:-auto} --dist loadgroup
 
 demo: venv
 	$(BIN)/python -m nsight_agent.demo

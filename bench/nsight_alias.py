@@ -13,8 +13,14 @@ ALIAS = {
         "from nsight_agent import analyze, annotate, exceptions, VerbosityLevel\n"
         "from nsight_agent import col_panel, row_panel\n"
         "from nsight_agent import annotation\n"
+        "from nsight_agent import experimental, CollectionScope, InfoCollector\n"
         "from nsight import utils\n"
-        "__all__ = ['analyze', 'annotate', 'VerbosityLevel']\n"
+        "__all__ = ['CollectionScope', 'InfoCollector', 'VerbosityLevel', 'analyze',\n"
+        "           'annotate', 'experimental']\n"
+    ),
+    "experimental.py": "from nsight_agent.experimental import *  # noqa: F403\n",
+    "info_collector.py": (
+        "from nsight_agent.experimental.info_collectors import CollectionScope, InfoCollector\n"
     ),
     "exceptions.py": "from nsight_agent.exceptions import *  # noqa: F403\n",
     "utils.py": (

@@ -12,9 +12,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from nsight_agent import errors, exceptions
+from nsight_agent import errors, exceptions, experimental
 from nsight_agent.annotation import annotate
 from nsight_agent.api.compat import VerbosityLevel, col_panel, row_panel
+from nsight_agent.experimental import CollectionScope, InfoCollector
 
 if TYPE_CHECKING:
     from nsight_agent.api import analyze
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 _LAZY = {"analyze": "nsight_agent.api.analyze", "ProfileResults": "nsight_agent.api.results"}
 
 __all__ = [
+    "CollectionScope",
+    "InfoCollector",
     "ProfileResults",
     "VerbosityLevel",
     "analyze",
@@ -30,6 +33,7 @@ __all__ = [
     "col_panel",
     "errors",
     "exceptions",
+    "experimental",
     "row_panel",
 ]
 __version__ = "0.1.0"

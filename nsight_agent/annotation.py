@@ -45,6 +45,15 @@ class _CallState:
 
 CALL_STATE = _CallState()
 
+# Called with the name of each annotation as it opens, before its NVTX ranges start; set only
+# in the profiled process, by the runner of information collectors (engine/worker/info.py).
+_ENTER_HOOK: list[Callable[[str], None] | None] = [None]
+
+
+def set_enter_hook(hook: Callable[[str], None] | None) -> None:
+    """Install (or, with None, remove) the process-wide hook run as each annotation opens."""
+    _ENTER_HOOK[0] = hook
+
 
 class annotate:
     """Context manager and decorator marking a range whose kernels are profiled.
@@ -64,19 +73,22 @@ class annotate:
         with CALL_STATE.lock:
             if CALL_STATE.active is not None:
                 raise ValueError(
-                    f"Nested annotations are not supported: annotate({self.name!r}) is opened "
-                    f"inside annotate({CALL_STATE.active!r}). Close the outer one first, or merge "
-                    "them."
+                    f"Nested annotations are not supported. Cannot enter annotation {self.name!r} "
+                    f"while another annotation is active. annotate({CALL_STATE.active!r}) is "
+                    "open: close it first, or merge the two."
                 )
             if self.name in CALL_STATE.used:
                 raise ValueError(
-                    f"Annotation name {self.name!r} has already been used in this run of the "
-                    "profiled function; each name may appear once per run. Give each range its "
-                    "own name."
+                    f"Annotation name {self.name!r} has already been used in this profiling run. "
+                    "Each annotation must have a unique name. A name may appear once per run of "
+                    "the profiled function: give each range its own name."
                 )
             CALL_STATE.active = self.name
             CALL_STATE.used.add(self.name)
             CALL_STATE.opened.append(self.name)
+        hook = _ENTER_HOOK[0]
+        if hook is not None:  # annotation-scope information collectors, outside the range
+            hook(self.name)
         self._ids = [
             nvtx.start_range(self.name, domain=NVTX_DOMAIN),
             nvtx.start_range(SCOPE_RANGE, domain=SCOPE_DOMAIN),

@@ -76,8 +76,10 @@ class MultipleKernelsError(ExtractionError, RuntimeError):
     Also a ``RuntimeError``, the class nsight-python raises for the same case."""
 
 
-class KernelCountMismatchError(ExtractionError):
-    """The number of kernels in one annotation changed between runs."""
+class KernelCountMismatchError(ExtractionError, RuntimeError):
+    """The number of kernels in one annotation changed between runs.
+
+    Also a ``RuntimeError``, the class nsight-python raises for the same case."""
 
 
 class HarnessError(NsightAgentError):

@@ -37,6 +37,12 @@ def gpu_available() -> tuple[bool, str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # `make test` runs with pytest-xdist (--dist loadgroup): tests that start a local Ray
+    # cluster share one worker, one after another (two local clusters at once compete for
+    # the machine's cores and Ray's session folder).
+    for item in items:
+        if "ray" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("ray"))
     ok, why = gpu_available()
     if ok:
         return

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "views": 3,
     "service": 4,
     "api": 4,
+    "experimental": 4,
     "server": 5,
     "cli": 6,
     "demo": 6,

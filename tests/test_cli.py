@@ -243,3 +243,34 @@ def test_metrics_skills_and_runs_commands(tmp_path: Path) -> None:
     pruned = _cli("runs", "prune", "--runs-root", str(root), "--keep", "1")
     assert pruned.returncode == 0 and "removed 2 run(s)" in pruned.stdout
     assert sorted(p.name for p in root.iterdir()) == [".cuda-cache", "run2"]
+
+
+def test_every_command_and_option_says_what_it_is() -> None:
+    """Was: `serve --help` had no description and several options only "(default: ...)"."""
+    import argparse
+    import re
+
+    parser = cli.build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in subs.choices.items():
+        assert sub.description, f"{name} --help has no description"
+        for action in sub._actions:
+            if not action.option_strings or action.help == argparse.SUPPRESS:
+                continue
+            said = re.sub(r"\(default: [^)]*\)", "", action.help or "").strip()
+            assert said, f"{name} {action.option_strings[0]} has no help text"
+    serve = _cli("serve", "--help").stdout
+    assert "Run nsight-agent as an MCP server" in serve and "HTTP: port to listen on" in serve
+
+
+def test_doctor_says_how_to_install_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    from nsight_agent.engine import device
+
+    info = device.device_info()
+    cli.main(["doctor"])
+    out = capsys.readouterr().out
+    for name, version in info.packages.items():
+        if version == "not installed":
+            assert f"install {name}" in out
+    if info.ncu_path is None:
+        assert "install ncu: install Nsight Compute" in out

@@ -151,6 +151,19 @@ def test_unknown_metric_in_ncu_log(tmp_path: Path) -> None:
     assert "gpu__time_duration.sum" in err.value.suggestions
 
 
+def test_unknown_metric_without_a_rollup_is_named_not_its_regex(tmp_path: Path) -> None:
+    # ncu 2025.3.1 on the H200 (nsight-python's test_parameter_metrics[invalid_single]):
+    # a name without a suffix is looked up as a regex, and the error quotes the regex.
+    log = (
+        "==ERROR== Failed to find metric regex:^invalid_value\\.(sum|min|max|avg|pct|ratio|"
+        "max_rate)$\n"
+    )
+    with pytest.raises(UnknownMetricError) as err:
+        ncu.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
+    assert err.value.metric == "invalid_value"
+    assert str(err.value).startswith("Failed to find metric regex:^invalid_value")
+
+
 def test_other_ncu_error_is_reported_with_its_text(tmp_path: Path) -> None:
     log = "==ERROR== Invalid configuration for nvtx-include : nsight_agent@*/\n"
     with pytest.raises(NcuError, match="Invalid configuration for nvtx-include"):

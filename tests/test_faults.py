@@ -290,7 +290,7 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
         "knob outside options",
         "profile_kernel",
         {"timeout_s": 30},
-        ("timeout_s", "Extra inputs are not permitted"),
+        ("timeout_s", "pass it as options.timeout_s"),
     ),
     ("unknown option", "profile_kernel", both(timout_s=30), ("timout_s", "Extra inputs")),
     ("unknown skill", "profile_kernel", {"skill": "nope"}, ("No skill named 'nope'",)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import ncu_report
@@ -197,3 +198,142 @@ def test_a_wrong_variant_is_one_warning_not_one_per_config(sweep: Any, tmp_path:
         "no speedup is claimed for it"
     ]
     assert "something else" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 26: what a newcomer met in the report views
+
+
+def test_notes_are_never_cut_mid_word() -> None:
+    """Was: "... Collect the SpeedO" (notes cut at 160 characters)."""
+    rf = report.summarize_report(H200_REPORT).actions[0].roofline
+    assert rf is not None and rf.notes
+    assert rf.notes[0].endswith("SpeedOfLight_HierarchicalTensorRooflineChart section.")
+    long = "A first sentence that is long enough to end near the cut. " + "word " * 60
+    assert common.clip(long, 70) == "A first sentence that is long enough to end near the cut. ..."
+    assert common.clip("Short one. " + "word " * 60, 70).startswith("Short one. word word")
+    words = common.clip("alpha " * 40, 50)
+    assert words.endswith("...") and all(w == "alpha" for w in words[:-3].split())
+
+
+def test_figures_the_report_lacks_are_left_out_with_the_reason() -> None:
+    """Was: "compute-bound; 0 FLOP/s, DRAM 256 GB/s, -% of roofline" for the bf16 matmul, whose
+    tensor op counters were not collected."""
+    s = report.summarize_report(H200_REPORT)
+    rf = s.actions[0].roofline
+    assert rf is not None
+    assert rf.achieved_flop_per_s is None and rf.pct_of_roofline is None
+    assert rf.arithmetic_intensity is None
+    line = text.roofline_line(rf)
+    assert line.startswith("compute-bound: DRAM 256 GB/s (5.33% of peak)")
+    assert "; FLOP/s and % of roofline not in the report (collect " in line
+    shown = text.render_report(s)
+    assert "0 FLOP/s" not in shown and "-% of roofline" not in shown
+
+
+def test_a_kernel_with_counted_flop_keeps_them() -> None:
+    s = report.summarize_report(FIXTURES / "planted" / "control_fma_cuda.ncu-rep")
+    rf = s.actions[0].roofline
+    assert rf is not None and rf.achieved_flop_per_s and rf.achieved_flop_per_s > 0
+    assert "FLOP/s" in text.roofline_line(rf).split("(")[0]
+
+
+def test_diagnosis_text_names_each_causes_skill() -> None:
+    from nsight_agent.views.diagnosis import diagnose_report
+
+    d = diagnose_report(FIXTURES / "planted" / "uncoalesced_triton.ncu-rep")
+    cause = d.kernels[0].diagnosis.causes[0]
+    assert (
+        f"skill: {cause.skill} (get_skill({cause.skill!r}) explains it)" in text.render_diagnosis(d)
+    )
+
+
+def test_device_text_says_what_to_install_and_draws_the_pool() -> None:
+    """Was: "torch not installed" with no command, and the pool as a raw Python dict."""
+    from nsight_agent.engine import device
+    from nsight_agent.views import device as device_views
+
+    info = device.DeviceInfo(
+        host="h",
+        python="3.11",
+        gpus=[],
+        counters=device.CounterAccess(permitted="unknown", how="no GPU"),
+        packages={"torch": "not installed", "triton": "3.9.0"},
+        unknown=[],
+        can_profile=False,
+        pool={
+            "executor": "local",
+            "slots": [{"device": "cuda:0", "state": "busy", "job": "profile", "jobs_done": 2}],
+            "gpus": 1,
+            "running": 1,
+            "queued": 0,
+        },
+    )
+    shown = device_views.render_device(info)
+    assert "install torch (runs every kernel, in every language): pip install torch" in shown
+    assert "install ncu: install Nsight Compute" in shown and "triton:" not in shown
+    assert "pool (local): gpus 1, running 1, queued 0" in shown
+    assert "  slot 0: device cuda:0, state busy, job profile, jobs done 2" in shown
+    assert "{" not in shown
+
+
+def _cpu_timing_run(n: int) -> Any:
+    import pandas as pd
+
+    from nsight_agent.request import ProfileRequest
+
+    frame = pd.DataFrame(
+        [
+            {
+                "Annotation": "run", "Metric": TIME, "n": 1000, "AvgValue": 4e4, "StdDev": 1e3,
+                "MinValue": 3.9e4, "MaxValue": 4.2e4, "NumRuns": n, "RelativeStdDevPct": 1.0,
+                "StableMeasurement": True, "Unit": "ns", "Method": "perf_counter",
+            }
+        ]
+    )  # fmt: skip
+    request = ProfileRequest(source="x = 1\n", configs=[{"n": 1000}], language="torch", runs=5)
+
+    return SimpleNamespace(
+        run_id="r",
+        run_dir=Path("."),
+        request=request,
+        processed=frame,
+        raw=frame,
+        checks=[],
+        kernels={"run": []},
+        warnings=[
+            "the L2 cache was not flushed between runs",
+            "measured by perf_counter (no ncu, no counters)",
+        ],
+        artifacts={},
+        seconds=1.0,
+        extra={"method": "perf_counter"},
+    )
+
+
+def test_a_cpu_timing_is_labelled_honestly() -> None:
+    """Was: "gpu__time_duration.sum" with an L2 warning that does not apply on a CPU, and
+    runs=5 reported as n=39 without a word."""
+    s = runs.profile_summary(_cpu_timing_run(39))
+    warnings = s.warnings or []
+    assert warnings[0].startswith("measured by perf_counter on the CPU")
+    assert not any("L2 cache was not flushed" in w for w in warnings)
+    assert not any("Clocks not locked" in w for w in warnings)
+    why = next(w for w in warnings if w.startswith("n is 39 timed runs, not runs=5"))
+    assert "at least 5" in why and "95% CI" in why
+    assert not any(
+        w.startswith("n is") for w in runs.profile_summary(_cpu_timing_run(5)).warnings or []
+    )
+    shown = text.render_table(s, {TIME: "CPU time (perf_counter)"})
+    assert "CPU time (perf_counter)" in shown and TIME not in shown.splitlines()[1]
+
+
+def test_the_timing_rule_quoted_is_the_engines() -> None:
+    from nsight_agent.engine.worker.timing import TimingOptions
+
+    opts = TimingOptions()
+    assert (opts.max_runs, opts.max_seconds, opts.ci_target_pct) == (
+        runs.TIMING_MAX_RUNS,
+        runs.TIMING_MAX_SECONDS,
+        runs.TIMING_CI_TARGET_PCT,
+    )

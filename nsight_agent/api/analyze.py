@@ -10,7 +10,6 @@ notebook cells profile like module-level functions, and the user's script is not
 from __future__ import annotations
 
 import functools
-import inspect
 import pickle
 import tempfile
 import time
@@ -21,15 +20,17 @@ from pathlib import Path
 from typing import Any, overload
 
 from nsight_agent.api import compat
+from nsight_agent.api import configs as configs_
 from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.results import ProfileResults
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.engine.collection import measure, ncu
 from nsight_agent.engine.thermal import ThermalMode
-from nsight_agent.engine.worker import shipping
+from nsight_agent.engine.worker import info, shipping
 from nsight_agent.engine.worker.child import ChildSpec
-from nsight_agent.errors import InvalidRequestError
+from nsight_agent.errors import InvalidRequestError, UnknownMetricError
+from nsight_agent.experimental import info_collectors as collecting
 from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -55,6 +56,7 @@ class KernelSettings:
     output_csv: bool = False
     verbosity: Verbosity = "progress"
     timeout: float = DEFAULT_TIMEOUT_S
+    info_collectors: tuple[collecting.Normalized, ...] = ()
 
     def check(self) -> None:
         ncu.check_choice("verbosity", self.verbosity, Verbosity)
@@ -76,44 +78,8 @@ class KernelSettings:
         )
 
 
-def param_names(func: Callable[..., Any]) -> list[str]:
-    return [
-        p.name
-        for p in inspect.signature(func).parameters.values()
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
-
-
-def normalize_configs(func: Callable[..., Any], configs: Iterable[Any]) -> list[tuple[Any, ...]]:
-    """Each config as a full argument tuple: scalars wrapped, trailing defaults filled."""
-    params = [
-        p
-        for p in inspect.signature(func).parameters.values()
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
-    out = []
-    for i, config in enumerate(configs):
-        values = tuple(config) if isinstance(config, (list, tuple)) else (config,)
-        if len(values) > len(params):
-            raise InvalidRequestError(
-                f"config #{i} {config!r} has {len(values)} values but the function expects "
-                f"{len(params)}: {func.__name__} takes {len(params)} parameters "
-                f"({', '.join(p.name for p in params)})."
-            )
-        missing = params[len(values) :]
-        no_default = [p.name for p in missing if p.default is inspect.Parameter.empty]
-        if no_default:
-            required = len(params) - sum(p.default is not inspect.Parameter.empty for p in params)
-            raise InvalidRequestError(
-                f"config #{i} {config!r} gives no value for {', '.join(no_default)}, which "
-                f"have no default ({func.__name__} takes between {required} and {len(params)} "
-                "arguments).",
-                "Give every parameter a value in each config, or a default in the signature.",
-            )
-        out.append(values + tuple(p.default for p in missing))
-    if not out:
-        raise InvalidRequestError("configs is empty: give at least one configuration.")
-    return out
+param_names = configs_.param_names
+normalize_configs = configs_.normalize
 
 
 class ProfiledFunction:
@@ -123,6 +89,7 @@ class ProfiledFunction:
 
     def __init__(self, func: Callable[..., Any], settings: KernelSettings) -> None:
         settings.check()
+        collecting.validate(settings.info_collectors, param_names(func), func.__name__)
         self.func = func
         self.settings = settings
         self.calls = 0
@@ -138,27 +105,11 @@ class ProfiledFunction:
     def __call__(self, *args: Any, configs: Iterable[Any] | None = None, **kwargs: Any) -> Any:
         if shipping.in_worker():
             raise shipping.ImportStop()
-        s = self.settings
-        if configs is not None and s.configs is not None:
-            raise InvalidRequestError(
-                f"configs given both to @analyze.kernel and to {self.func.__name__}(); give them once."
-            )
-        chosen = configs if configs is not None else s.configs
-        if chosen is None:
-            if not args and not kwargs and param_names(self.func):
-                raise InvalidRequestError(
-                    f"No configs for {self.func.__name__}: pass configs= to @analyze.kernel or "
-                    "to the call, or call it with the arguments of one config."
-                )
-            bound = inspect.signature(self.func).bind(*args, **kwargs)
-            chosen = [
-                tuple(bound.arguments[n] for n in param_names(self.func) if n in bound.arguments)
-            ]
-        elif args or kwargs:
-            raise InvalidRequestError("Pass either configs or the arguments of one call, not both.")
+        chosen = configs_.choose(self.func, args, kwargs, configs, self.settings.configs)
+        normalized = configs_.normalize(self.func, chosen)
         run_id = self.calls
         self.calls += 1
-        return profile(self.func, normalize_configs(self.func, list(chosen)), s, run_id)
+        return profile(self.func, normalized, self.settings, run_id)
 
 
 def profile(
@@ -194,6 +145,9 @@ def profile(
         path("progress", "txt"),
         path("error", "txt"),
     )
+    if s.info_collectors:
+        artifacts["collected_info"] = path("collected_info", "pkl")
+    fixed = info.in_caller(s.info_collectors, configs) if s.info_collectors else None
     spec = ChildSpec(
         target=shipping.ship(func, configs=configs),
         runs=s.runs,
@@ -204,8 +158,10 @@ def profile(
         thermal_wait=s.thermal_wait,
         thermal_cont=s.thermal_cont,
         thermal_timeout=s.thermal_timeout,
+        collectors=collecting.ship(info.in_profiled(s.info_collectors)),
+        info_path=str(artifacts["collected_info"]) if s.info_collectors else None,
     )
-    for stale in (progress_path, error_path, artifacts["manifest"]):
+    for stale in (progress_path, error_path, artifacts["manifest"], *_optional(artifacts)):
         stale.unlink(missing_ok=True)
     spec_path.write_bytes(pickle.dumps(spec))
 
@@ -238,21 +194,28 @@ def profile(
             poll=poll,
             suggest=catalog.suggestions,
         )
+        if s.output_csv:
+            artifacts["raw_csv"] = path("profiled_data", "csv")
+            artifacts["processed_csv"] = path("processed_data", "csv")
+        manifest = measure.read_manifest(artifacts["manifest"])
+        compat.warn_if_returned(func.__name__, manifest)
+        results = results_from_report(artifacts, configs, names, s, manifest, fixed)
+    except UnknownMetricError as err:
+        raise compat.as_metrics_error(err) from err
     finally:
         if s.verbosity == "verbose":
             for key in ("ncu_log", "program_output"):
                 if artifacts[key].exists():
                     print(artifacts[key].read_text(errors="replace"))
-    if s.output_csv:
-        artifacts["raw_csv"] = path("profiled_data", "csv")
-        artifacts["processed_csv"] = path("processed_data", "csv")
-    manifest = measure.read_manifest(artifacts["manifest"])
-    compat.warn_if_returned(func.__name__, manifest)
-    results = results_from_report(artifacts, configs, names, s, manifest)
     results.seconds = time.monotonic() - start
     if say:
         say(f"done in {results.seconds:.1f} s; report {artifacts['report']}")
     return results
+
+
+def _optional(artifacts: dict[str, Path]) -> list[Path]:
+    """Artifacts of an earlier call under the same prefix that this call may not rewrite."""
+    return [artifacts[k] for k in ("collected_info",) if k in artifacts]
 
 
 def results_from_report(
@@ -261,11 +224,20 @@ def results_from_report(
     names: list[str],
     s: KernelSettings,
     manifest: dict[str, Any] | None = None,
+    fixed: info.Fixed | None = None,
 ) -> ProfileResults:
-    """Report + manifest -> ProfileResults (and the CSV files when their paths are given)."""
+    """Report + manifest -> ProfileResults (and the CSV files when their paths are given);
+    ``fixed``: the once/config-scope collectors' values, computed in this process."""
+    manifest = manifest if manifest is not None else measure.read_manifest(artifacts["manifest"])
+    collected = None
+    if s.info_collectors:
+        names_ = [c[0] for c in s.info_collectors]
+        path = artifacts.get("collected_info")
+        collected = info.Collected.read(path, names_, fixed, manifest)
+        collecting.warn_collected(collected)
     done = measure.measure(
         artifacts["report"],
-        manifest if manifest is not None else measure.read_manifest(artifacts["manifest"]),
+        manifest,
         s.metrics,
         configs,
         names,
@@ -274,6 +246,8 @@ def results_from_report(
         derive_metric=compat.with_unit_warnings(s.derive_metric) if s.derive_metric else None,
         normalize_against=s.normalize_against,
         suggest=catalog.suggestions,
+        info=collected.columns if collected is not None else None,
+        info_scopes={name: scope for name, _, scope in s.info_collectors},
     )
     if "raw_csv" in artifacts:
         done.raw.to_csv(artifacts["raw_csv"], index=False)
@@ -308,6 +282,7 @@ def kernel(
     output_csv: bool = False,
     verbosity: Verbosity | VerbosityLevel = "progress",
     timeout: float = DEFAULT_TIMEOUT_S,
+    info_collectors: Sequence[Any] | None = None,
 ) -> Callable[[Callable[..., Any]], ProfiledFunction]: ...
 
 
@@ -332,6 +307,7 @@ def kernel(
     output_csv: bool = False,
     verbosity: Verbosity | VerbosityLevel = "progress",
     timeout: float = DEFAULT_TIMEOUT_S,
+    info_collectors: Sequence[Any] | None = None,
 ) -> ProfiledFunction | Callable[[Callable[..., Any]], ProfiledFunction]:
     """Profile the decorated function with Nsight Compute over ``configs``.
 
@@ -345,7 +321,8 @@ def kernel(
     ``clock_control`` are ncu's options of those names; ``thermal_mode`` pauses between calls
     while the GPU is near throttling. ``output_prefix`` places the artifacts (report, logs,
     CSVs with ``output_csv``); ``verbosity`` is quiet, progress or verbose (or nsight-python's
-    ``VerbosityLevel.SILENT``/``INFO``/``DEBUG``).
+    ``VerbosityLevel.SILENT``/``INFO``/``DEBUG``). ``info_collectors`` adds columns captured per
+    session, config, run or annotation (``nsight_agent.experimental.collect``).
     """
     if isinstance(metrics, str):
         metrics = [metrics]
@@ -368,6 +345,7 @@ def kernel(
         output_csv=output_csv,
         verbosity=compat.as_verbosity(verbosity),
         timeout=timeout,
+        info_collectors=tuple(collecting.normalize(info_collectors)),
     )
     if _func is not None:
         return ProfiledFunction(_func, settings)

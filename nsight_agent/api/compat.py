@@ -2,7 +2,8 @@
 
 ``VerbosityLevel`` (an ``IntEnum`` as in nsight-python: SILENT < INFO < DEBUG) maps to our
 verbosity strings; ``row_panel``/``col_panel`` are the marker classes nsight-python exports;
-the derived-metric unit warning and the ignored-return-value warning use its wording.
+the derived-metric unit warning, the ignored-return-value warning and the unknown-metric
+message use its wording.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from nsight_agent.errors import InvalidRequestError
+from nsight_agent.errors import InvalidRequestError, UnknownMetricError
 
 Verbosity = Literal["quiet", "progress", "verbose"]
 
@@ -104,3 +105,11 @@ def check_plot_metric(found: list[str], metric: str | None) -> None:
             f"Metric {metric!r} not found in the profile results. The metrics found are: {found}",
             "Pass one of the metrics found (names are exact, with the rollup suffix).",
         )
+
+
+def as_metrics_error(err: UnknownMetricError) -> UnknownMetricError:
+    """An unknown metric with nsight-python's sentence first (its users match on it), ours after."""
+    first = f"Invalid value {[err.metric]} for 'metrics' parameter for nsight.analyze.kernel()."
+    if err.message.startswith(first):
+        return err
+    return UnknownMetricError(err.metric, err.suggestions, f"{first} {err.message}")

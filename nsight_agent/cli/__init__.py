@@ -1,6 +1,7 @@
 """``nsight-agent``: the same engine for people, on the same service layer as the MCP server.
 
-Commands: profile, compare, diagnose, report, metrics, skills, runs, doctor, serve, demo.
+Commands: profile, compare, diagnose, report, metrics, skills, runs, doctor, serve, demo;
+baseline, diff, check, history (``cli/baselines.py``; ``check`` also exits 3: not comparable).
 Exit codes: 0 ok, 1 failure (the work could not be done: no ncu, a broken kernel, ...), 2 usage
 (bad arguments, an unknown metric, a file that is not a report).
 """
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from nsight_agent.cli import commands, parser
+from nsight_agent.cli import baselines, commands, output, parser
 from nsight_agent.cli.commands import parse_config, parse_configs
 from nsight_agent.errors import (
     ExtractionError,
@@ -29,7 +30,13 @@ __all__ = ["build_parser", "main", "parse_config", "parse_configs"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``parser.COMMANDS``, each command running ``commands.cmd_<name>``."""
-    return parser.build({c.name: getattr(commands, f"cmd_{c.name}") for c in parser.COMMANDS})
+    found = (commands, baselines)  # baselines: baseline, diff, check, history
+    return parser.build(
+        {
+            c.name: next(getattr(m, f"cmd_{c.name}") for m in found if hasattr(m, f"cmd_{c.name}"))
+            for c in parser.COMMANDS
+        }
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,14 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ValidationError as err:
-        print(f"error: {validation_text(err)}", file=sys.stderr)
+        output.error(validation_text(err))
         return 2
     except (InvalidRequestError, UnknownMetricError, ExtractionError) as err:
         # What the caller gave is wrong (arguments, a metric name, a file that is no report).
-        print(f"error: {err}", file=sys.stderr)
+        output.error(str(err))  # hints in command-line terms (cli/terms.py)
         return 2
     except NsightAgentError as err:
-        print(f"error: {err}", file=sys.stderr)
+        output.error(str(err))
         return 1
     except BrokenPipeError:
         # The reader went away (`| head`): stay quiet, and keep Python's exit flush quiet too.

@@ -1,8 +1,11 @@
-"""The commands of ``nsight-agent``: each parses nothing, calls the service layer, prints."""
+"""The commands of ``nsight-agent``: each parses nothing, calls the service layer, prints
+(``cli/output.py``: tables on a terminal, plain text in a pipe, ``--json`` as it was)."""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
 import itertools
 import json
 import sys
@@ -10,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.errors import InvalidRequestError
+from nsight_agent.cli import output
+from nsight_agent.errors import InvalidRequestError, NsightAgentError
 
 
 def _value(text: str) -> Any:
@@ -64,19 +68,71 @@ def _metrics(values: Sequence[str] | None) -> list[str]:
     return [m.strip() for v in values or [] for m in v.split(",") if m.strip()]
 
 
+REPORT_MAGIC = b"NVR\0"
+TORCH_INSTALL = (
+    "pip install torch (a CPU-only machine: pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu); `nsight-agent doctor` lists what else is missing"
+)
+
+
+def is_report(path: Path) -> bool:
+    """A .ncu-rep by name or by its first bytes (ncu writes ``NVR\\0`` first)."""
+    if path.suffix == ".ncu-rep":
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == REPORT_MAGIC
+    except OSError:
+        return False
+
+
+def kernel_source(path: Path, command: str) -> str:
+    """The text of a kernel source file, refused at once (before any run folder is made) when
+    it is not Python source, and when torch, which runs every kernel, is not installed."""
+    if not path.is_file():
+        raise InvalidRequestError(f"No file at {path}.")
+    what = f"{command} takes a .ncu-rep report or a kernel source file (Python, with setup() and the entry)"
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidRequestError(
+            f"{path} is neither an Nsight Compute report nor Python source (not UTF-8 text).",
+            what + ".",
+        ) from err
+    try:
+        ast.parse(source, filename=str(path))
+    except SyntaxError as err:
+        raise InvalidRequestError(
+            f"{path} is not Python source (line {err.lineno}: {err.msg}); nothing was run.",
+            f"{what}. If it is your kernel source, fix that line first.",
+        ) from err
+    if importlib.util.find_spec("torch") is None:
+        raise NsightAgentError(
+            f"{command} runs the kernel, and torch (which runs every kernel language) is not "
+            "installed in this Python.",
+            TORCH_INSTALL,
+        )
+    return source
+
+
+def _dump(model: Any) -> str:
+    from nsight_agent.views import common
+
+    return json.dumps(common.dump(model), indent=1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Commands
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from nsight_agent import service
-    from nsight_agent.views import common, runs, text
+    from nsight_agent.cli import tables
+    from nsight_agent.views import runs, text
 
     path = Path(args.file)
-    if not path.is_file():
-        raise InvalidRequestError(f"No source file at {path}.")
     request = service.build_request(
-        source=path.read_text(),
+        source=kernel_source(path, "profile"),
         language=args.language,
         entry=args.entry,
         configs=parse_configs(args.config, args.grid),
@@ -86,22 +142,30 @@ def cmd_profile(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         clock_control=args.clock_control,
     )
-
-    def progress(done: int, total: int, message: str) -> None:
-        print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
-
-    run = _measure(request, args.method, progress)
+    run = _measure(request, args.method, f"profiling {path.name}")
     s = runs.profile_summary(run, limit=10_000)
     if args.json:
-        print(json.dumps(common.dump(s), indent=1))
-    else:
-        print(text.render_table(s))
-        print(f"\nrun {run.run_id}: artifacts in {run.run_dir}")
+        print(_dump(s))
+        return 0
+    label = metric_labels(run)
+    output.show(text.render_table(s, label), tables.profile(s, label))
+    print(f"\nrun {run.run_id}: artifacts in {run.run_dir}")
     return 0
 
 
+def metric_labels(run: Any) -> dict[str, str]:
+    """Names for people: a CPU timing's time metric is wall-clock time, not a GPU duration."""
+    from nsight_agent.request import TIME_METRIC
+    from nsight_agent.views.runs import CPU_TIMER, timing_method
+
+    if timing_method(run, run.processed) == CPU_TIMER:
+        return {TIME_METRIC: "CPU time (perf_counter)"}
+    return {}
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    from nsight_agent.views import common, report, text
+    from nsight_agent.cli import tables
+    from nsight_agent.views import report, text
 
     s = report.summarize_report(
         args.file,
@@ -110,51 +174,67 @@ def cmd_report(args: argparse.Namespace) -> int:
         findings=args.findings,
         metrics=_metrics(args.metrics),
     )
-    print(json.dumps(common.dump(s), indent=1) if args.json else text.render_report(s))
+    if args.json:
+        print(_dump(s))
+    else:
+        output.show(text.render_report(s), tables.report(s))
     return 0
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
+    # A file that is neither a report nor Python source is refused before anything heavy is
+    # imported and before a run folder exists.
+    path = Path(args.file) if args.file else None
+    source = None
+    if not args.run_id:
+        if path is None:
+            raise InvalidRequestError("Give a .ncu-rep, a kernel source file, or --run-id.")
+        if not (path.is_file() and is_report(path)):
+            source = kernel_source(path, "diagnose")
+
     from nsight_agent import service
-    from nsight_agent.views import common, text
+    from nsight_agent.cli import tables
+    from nsight_agent.views import text
     from nsight_agent.views.diagnosis import diagnose_report
 
     options = {"ideal_bytes": args.ideal_bytes, "input_dtypes": args.input_dtype}
     if args.run_id:
         d = service.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
+    elif source is None:
+        assert path is not None
+        d = diagnose_report(path, offset=args.offset, limit=args.limit, **options)
     else:
-        if not args.file:
-            raise InvalidRequestError("Give a .ncu-rep, a kernel source file, or --run-id.")
-        path = Path(args.file)
-        if not path.is_file():
-            raise InvalidRequestError(f"No file at {path}.")
-        if path.suffix == ".ncu-rep":
-            d = diagnose_report(path, offset=args.offset, limit=args.limit, **options)
-        else:
-            fields = {
-                "source": path.read_text(),
-                "language": args.language,
-                "entry": args.entry,
-                "configs": parse_configs(args.config, args.grid),
-                "timeout_s": args.timeout,
-            }
-
-            def progress(done: int, total: int, message: str) -> None:
-                print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
-
+        assert path is not None
+        fields: dict[str, Any] = {
+            "source": source,
+            "language": args.language,
+            "entry": args.entry,
+            "configs": parse_configs(args.config, args.grid),
+            "timeout_s": args.timeout,
+        }
+        with output.progress(f"diagnosing {path.name} under ncu") as progress:
             d = service.diagnose_source(
                 fields, on_progress=progress, deep=not args.no_deep, limit=args.limit, **options
             )
-    print(json.dumps(common.dump(d), indent=1) if args.json else text.render_diagnosis(d))
+    if args.json:
+        print(_dump(d))
+    else:
+        output.show(text.render_diagnosis(d), tables.diagnosis(d))
     return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Exit 0 only when this machine can profile; otherwise say why and exit 1."""
+    from nsight_agent.cli import tables
     from nsight_agent.engine import device
+    from nsight_agent.views import device as device_views
 
     info = device.device_info(probe=args.probe)
-    print(info.model_dump_json(indent=1) if args.json else device.render(info))
+    if args.json:
+        print(info.model_dump_json(indent=1))
+    else:
+        install = device_views.install_lines(info)
+        output.show(device_views.render_device(info), tables.doctor(info, install))
     if info.can_profile:
         return 0
     why = "; ".join(info.unknown[:3]) or "no usable GPU with ncu and counter access"
@@ -169,11 +249,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from nsight_agent import service
-    from nsight_agent.views import common, compare, text
+    from nsight_agent.cli import tables
+    from nsight_agent.views import compare, text
 
     path = Path(args.file)
-    if not path.is_file():
-        raise InvalidRequestError(f"No source file at {path}.")
     variants = []
     for item in args.variant or []:
         name, _, entry = item.partition("=")
@@ -184,7 +263,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "Example: --variant eager=run_ref --variant fused=run",
         )
     request = service.build_request(
-        source=path.read_text(),
+        source=kernel_source(path, "compare"),
         language=args.language,
         variants=variants,
         baseline=args.baseline or variants[0]["name"],
@@ -193,67 +272,109 @@ def cmd_compare(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         clock_control=args.clock_control,
     )
-    run = _measure(request, args.method, _progress)
+    run = _measure(request, args.method, f"comparing {len(variants)} variants of {path.name}")
     s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
-    print(json.dumps(common.dump(s), indent=1) if args.json else text.render_compare(s))
+    if args.json:
+        print(_dump(s))
+    else:
+        label = metric_labels(run)
+        output.show(text.render_compare(s, label), tables.compare(s, label))
     return 0
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from nsight_agent.catalog import metrics as catalog
     from nsight_agent.catalog.search import search_metrics
 
     found = search_metrics(" ".join(args.query), args.limit)
+    table = Table("metric", "type", "unit", "description", header_style="bold", pad_edge=False)
     for m in found:
-        print(f"{m.example}  ({m.type}, {m.unit or '-'}): {m.description}")
+        table.add_row(m.example, m.type, m.unit or "", m.description)
+    plain = "\n".join(f"{m.example}  ({m.type}, {m.unit or '-'}): {m.description}" for m in found)
+    if found:
+        output.show(plain, table)
     print(f"[{catalog.catalog_source().label}]", file=sys.stderr)
     return 0 if found else 1
 
 
 def cmd_skills(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from nsight_agent.catalog import skills
 
     if args.name:
         print(skills.get_skill(args.name).skill_md)
         return 0
-    for b in skills.list_skills():
-        print(f"{b.name:14} {b.description}")
+    table = Table("skill", "what it is for", header_style="bold", pad_edge=False)
+    bundles = skills.list_skills()
+    for b in bundles:
+        table.add_row(b.name, b.description)
+    output.show("\n".join(f"{b.name:14} {b.description}" for b in bundles), table)
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from nsight_agent import service
-    from nsight_agent.views import runs, text
 
     root = Path(args.runs_root) if args.runs_root else None
     if args.action == "list":
+        from nsight_agent.cli import tables
+
         listing = service.list_runs(root, limit=args.limit)
-        print(f"# {listing['runs_root']}", file=sys.stderr)
-        for run_id in listing["runs"]:
-            print(run_id)
+        if output.rich_stdout():
+            output.show(
+                "", tables.runs_list(listing["runs_root"], listing["runs"], listing["status"])
+            )
+        else:
+            print(f"# {listing['runs_root']}", file=sys.stderr)
+            for run_id in listing["runs"]:
+                print(run_id)
     elif args.action == "show":
         if not args.run_id:
             raise InvalidRequestError("runs show needs a run id: nsight-agent runs show RUN_ID")
-        print(text.render_profile(runs.profile_summary(service.load_run(args.run_id, root))))
+        return show_run(args.run_id, root, offset=args.offset, limit=args.limit)
     else:
         pruned = service.prune_runs(root, keep=args.keep, max_gb=args.max_gb)
         print(f"removed {len(pruned.removed)} run(s), {pruned.freed_bytes / 1e6:.1f} MB")
     return 0
 
 
-def _measure(request: Any, method: str, progress: Any) -> Any:
-    """Under ncu, or (``--method timing``) timed on a warm worker started for this command."""
+def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50) -> int:
+    """A kept run: its table, or (a run that did not pass) its failure, exit 1."""
+    from nsight_agent import service
+    from nsight_agent.cli import tables
+    from nsight_agent.views import runs, text
+
+    run = service.load_run(run_id, root)
+    s = runs.profile_summary(run, offset=offset, limit=limit)
+    status = getattr(run, "status", "passed")
+    if status != "passed":
+        failure = dict(getattr(run, "failure", None) or {}) | {"status": status}
+        plain = f"run {run_id} {status.upper()} at {failure.get('stage')}: {failure.get('message')}"
+        rest = [w for w in s.warnings or [] if run_id not in w]
+        output.show(
+            "\n".join([plain, *(f"warning: {w}" for w in rest)]),
+            tables.failed_run(run_id, failure, rest),
+        )
+        return 1
+    label = metric_labels(run)
+    output.show(text.render_profile(s, label), tables.profile(s, label))
+    return 0
+
+
+def _measure(request: Any, method: str, stage: str) -> Any:
+    """Under ncu, or (``--method timing``) timed on a warm worker started for this command;
+    a spinner on stderr says which while it runs."""
     from nsight_agent import service
     from nsight_agent.engine.worker.pool import WorkerPool
 
     if method == "timing":
-        with WorkerPool() as pool:
+        with output.progress(f"{stage}: timing (warm worker, no ncu)"), WorkerPool() as pool:
             return service.time_only(request, pool)
-    return service.profile(request, on_progress=progress)
-
-
-def _progress(done: int, total: int, message: str) -> None:
-    print(f"  {done}/{total} {message}", file=sys.stderr, flush=True)
+    with output.progress(f"{stage} under ncu") as progress:
+        return service.profile(request, on_progress=progress)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -1,5 +1,8 @@
 """The command line as a table: each command its help text and its options, read by
-``build_parser``. Options that several commands share are named once below."""
+``build_parser``. Options that several commands share are named once below.
+
+Every command's ``--help`` starts with a description (``Command.description``, else its help
+line) and every option has a help text (``tests/test_cli_help.py`` checks both)."""
 
 from __future__ import annotations
 
@@ -22,18 +25,34 @@ class Command:
     name: str
     help: str
     options: list[Option] = field(default_factory=list)
+    description: str = ""  # the top of `nsight-agent NAME --help`; default: `help`
 
 
-CONFIG = opt("--config", nargs="+", action="append", metavar="KEY=VALUE")
-GRID = opt("--grid", help='JSON grid: {"M": [1024, 2048]}')
-LANGUAGE = opt("--language", choices=LANGUAGES, default="triton")
-JSON = opt("--json", action="store_true")
-TIMEOUT = opt("--timeout", type=int, default=600, help="seconds")
-CLOCKS = opt("--clock-control", choices=["base", "none"], default="none")
-METHOD = opt(
-    "--method", choices=["ncu", "timing"], default="ncu", help="timing: CUDA events, no ncu"
+CONFIG = opt(
+    "--config",
+    nargs="+",
+    action="append",
+    metavar="KEY=VALUE",
+    help="one config (repeat for more), e.g. --config M=1024 N=512",
 )
-OFFSET = opt("--offset", type=int, default=0)
+GRID = opt("--grid", help='JSON grid: {"M": [1024, 2048]}')
+LANGUAGE = opt("--language", choices=LANGUAGES, default="triton", help="how the source runs")
+JSON = opt("--json", action="store_true", help="print the answer as JSON (for scripts)")
+TIMEOUT = opt("--timeout", type=int, default=600, help="seconds")
+CLOCKS = opt(
+    "--clock-control",
+    choices=["base", "none"],
+    default="none",
+    help="base: ncu locks the GPU clocks to base (steadier, slower than boost)",
+)
+METHOD = opt(
+    "--method",
+    choices=["ncu", "timing"],
+    default="ncu",
+    help="timing: a warm worker times the calls (CUPTI or CUDA events; perf_counter on a CPU), "
+    "no ncu",
+)
+OFFSET = opt("--offset", type=int, default=0, help="first kernel (or result) shown")
 RUNS_ROOT = opt("--runs-root", help="runs folder (default: the cache folder)")
 
 COMMANDS = [
@@ -53,8 +72,8 @@ COMMANDS = [
             LANGUAGE,
             opt("--entry", default="run", help="function that launches the kernel"),
             opt("--metrics", action="append", help="metric names (comma-separated or repeated)"),
-            opt("--skill", help="a curated metric bundle (see the list_skills tool)"),
-            opt("--runs", type=int, default=5),
+            opt("--skill", help="a curated metric bundle (`nsight-agent skills` lists them)"),
+            opt("--runs", type=int, default=5, help="measured runs per config"),
             TIMEOUT,
             CLOCKS,
             opt("--json", action="store_true", help="print the compact JSON answer"),
@@ -65,12 +84,17 @@ COMMANDS = [
         "report",
         "summarize an existing .ncu-rep (no GPU needed)",
         [
-            opt("file"),
+            opt("file", help="an .ncu-rep written by ncu (any tool, any GPU)"),
             JSON,
             OFFSET,
-            opt("--limit", type=int, default=20),
+            opt("--limit", type=int, default=20, help="kernels shown in full"),
             opt("--findings", type=int, default=3, help="ncu findings per kernel"),
-            opt("--metrics", action="append", help="extra metrics to show when present"),
+            opt(
+                "--metrics",
+                action="append",
+                help="extra metrics to show (comma-separated or repeated); an unknown name is "
+                "an error",
+            ),
         ],
     ),
     Command(
@@ -82,7 +106,7 @@ COMMANDS = [
             CONFIG,
             GRID,
             LANGUAGE,
-            opt("--entry", default="run"),
+            opt("--entry", default="run", help="function that launches the kernel"),
             opt("--timeout", type=int, default=900, help="seconds"),
             opt("--no-deep", action="store_true", help="first pass only (one ncu run)"),
             opt("--ideal-bytes", type=float, help="bytes one kernel must move"),
@@ -119,7 +143,7 @@ COMMANDS = [
         "search ncu metric names and descriptions (no GPU needed)",
         [
             opt("query", nargs="+", help="words or a metric name, e.g. dram bytes"),
-            opt("--limit", type=int, default=10),
+            opt("--limit", type=int, default=10, help="metrics shown"),
         ],
     ),
     Command(
@@ -131,10 +155,17 @@ COMMANDS = [
         "runs",
         "list, show or prune kept runs",
         [
-            opt("action", choices=["list", "show", "prune"], nargs="?", default="list"),
+            opt(
+                "action",
+                choices=["list", "show", "prune"],
+                nargs="?",
+                default="list",
+                help="list the runs, show one, or prune old ones",
+            ),
             opt("run_id", nargs="?", help="for show"),
             RUNS_ROOT,
-            opt("--limit", type=int, default=50, help="runs listed"),
+            opt("--limit", type=int, default=50, help="runs listed, or results shown"),
+            opt("--offset", type=int, default=0, help="show: first result shown"),
             opt("--keep", type=int, default=50, help="prune: keep the newest N runs"),
             opt("--max-gb", type=float, default=5.0, help="prune: and at most this size"),
         ],
@@ -148,9 +179,15 @@ COMMANDS = [
         "serve",
         "run the MCP server (stdio by default)",
         [
-            opt("--transport", choices=["stdio", "streamable-http"], default="stdio"),
-            opt("--host", default="127.0.0.1"),
-            opt("--port", type=int, default=8000),
+            opt(
+                "--transport",
+                choices=["stdio", "streamable-http"],
+                default="stdio",
+                help="stdio: for an agent that starts the server; streamable-http: a server "
+                "that clients connect to",
+            ),
+            opt("--host", default="127.0.0.1", help="HTTP: address to listen on"),
+            opt("--port", type=int, default=8000, help="HTTP: port to listen on"),
             opt("--runs-root", help="folder for run artifacts (default: the cache folder)"),
             opt(
                 "--executor",
@@ -169,11 +206,76 @@ COMMANDS = [
                 default=[],
                 help="HTTP: a folder reports may be read from",
             ),
-            opt("--allow-host", action="append", default=[], help="HTTP: an allowed Host"),
-            opt("--allow-origin", action="append", default=[], help="HTTP: an allowed Origin"),
+            opt("--allow-host", action="append", default=[], help="HTTP: an allowed Host header"),
+            opt(
+                "--allow-origin", action="append", default=[], help="HTTP: an allowed Origin header"
+            ),
         ],
+        "Run nsight-agent as an MCP server: the profiling tools (profile_kernel, "
+        "compare_variants, diagnose_kernel, summarize_report, ...) for a coding agent. On "
+        "stdio (the default) the agent starts this command itself and talks to it over "
+        "stdin/stdout; with --transport streamable-http it listens on --host:--port (loopback "
+        "unless a token is set; docs/SECURITY.md). Logs go to stderr.",
     ),
     Command("demo", "a real MCP client session against `nsight-agent serve`"),
+    Command(
+        "baseline",
+        "name a run as a baseline, list or remove baselines (docs/BASELINES.md)",
+        [
+            opt(
+                "action",
+                choices=["set", "list", "remove"],
+                nargs="?",
+                default="list",
+                help="set NAME RUN_ID, list, or remove NAME",
+            ),
+            opt("name", nargs="?", help="baseline name, e.g. main"),
+            opt("run_id", nargs="?", help="for set: the run to name"),
+            opt("--variant", help="for set: the variant of a run with several"),
+            RUNS_ROOT,
+            JSON,
+        ],
+    ),
+    Command(
+        "diff",
+        "compare a run with a baseline or another run; exit 3 when not comparable",
+        [
+            opt("run", help="run id or baseline name (NAME@VARIANT for one variant)"),
+            opt("against", help="baseline name or run id to compare with"),
+            opt("--threshold", type=float, help="regression only when slower by >= PCT %%"),
+            RUNS_ROOT,
+            JSON,
+        ],
+    ),
+    Command(
+        "check",
+        "regression gate: time SOURCE as the baseline was; exit 0 ok, 1 regression, 2 usage, "
+        "3 not comparable",
+        [
+            opt("file", help="kernel source (same contract and entry as the baseline's)"),
+            opt("--baseline", required=True, help="baseline name"),
+            opt("--threshold", type=float, default=0.0, help="slower by >= PCT %% to fail"),
+            opt("--entry", help="entry function (default: the baseline variant's)"),
+            opt(
+                "--remeasure",
+                action="store_true",
+                help="when not comparable, time the stored baseline and SOURCE in one run",
+            ),
+            RUNS_ROOT,
+            JSON,
+        ],
+    ),
+    Command(
+        "history",
+        "a kernel's trend over its runs: baseline NAME or source hash",
+        [
+            opt("key", help="baseline name, or source hash (prefix) from a listing"),
+            opt("--plot", metavar="FILE.png", help="also draw it"),
+            opt("--limit", type=int, default=50, help="newest runs shown"),
+            RUNS_ROOT,
+            JSON,
+        ],
+    ),
 ]
 
 
@@ -187,7 +289,8 @@ def build(handlers: dict[str, Any]) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nsight-agent {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
-        p = sub.add_parser(command.name, help=command.help)
+        about = command.description or command.help[:1].upper() + command.help[1:] + "."
+        p = sub.add_parser(command.name, help=command.help, description=about)
         for flags, kwargs in command.options:
             p.add_argument(*flags, **kwargs)
         p.set_defaults(func=handlers[command.name])

@@ -15,6 +15,7 @@ from nsight_agent.catalog.metrics import MetricInfo
 from nsight_agent.catalog.skills import SkillBundle
 from nsight_agent.engine import device
 from nsight_agent.server.boundary import report_path, result, state, thread, tool_errors
+from nsight_agent.views import device as device_views
 from nsight_agent.views import report, text
 
 
@@ -122,7 +123,4 @@ async def device_info(
         executor = state(ctx).executor
         if executor is not None:
             info.pool = await thread(executor.pool_info)
-        text = device.render(info)
-        if info.pool is not None:
-            text += f"\npool ({info.pool.get('executor', 'local')}): {info.pool}"
-        return result(info, text)
+        return result(info, device_views.render_device(info))

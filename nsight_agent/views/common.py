@@ -27,6 +27,22 @@ def sig(value: Any, digits: int = 4) -> float | None:
     return float(f"{number:.{digits}g}")
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters; else cut after the last sentence
+    that fits, or at the last word boundary, and marked with "..." (never mid-word)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    room = max(1, limit - 3)
+    head = text[:room]
+    sentence = max(head.rfind(". "), head.rfind("; "), head.rfind(": "))
+    if sentence >= room * 3 // 4:  # a whole sentence, unless that drops much more text
+        return head[: sentence + 1].rstrip(";:") + " ..."
+    space = head.rfind(" ")
+    cut = head[:space] if space >= room // 2 else head
+    return cut.rstrip(" ,;:.") + "..."
+
+
 def dump(model: BaseModel) -> dict[str, Any]:
     """The model as JSON-ready data without empty fields: the structured content we send."""
     return model.model_dump(mode="json", exclude_none=True)

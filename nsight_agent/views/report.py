@@ -3,6 +3,7 @@ metrics, roofline and ncu's findings. Needs no GPU and no run of ours."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from nsight_agent.diagnose import roofline as rl
 from nsight_agent.diagnose import throughput as tp
 from nsight_agent.diagnose.bound import classify
 from nsight_agent.engine.collection import extract as extraction
-from nsight_agent.views.common import Page, page, sig
+from nsight_agent.errors import UnknownMetricError
+from nsight_agent.views.common import Page, clip, page, sig
 
 # Shown for every kernel of a report when present, under short labels: what a first look needs
 # (duration and the two SOL throughputs have fields of their own).
@@ -133,6 +135,9 @@ def metric_value(action: Any, name: str) -> MetricValue | None:
     return MetricValue(value=sig(raw), unit=unit)
 
 
+NOTE_CHARS = 240
+"""Notes are kept whole up to this length, else cut at a sentence or word (``common.clip``)."""
+
 BOUND_RULE = (
     "SM and memory throughput both < 60%: latency-bound; within 10 points or both >= 80%: "
     "intensity vs ridge decides; else the larger (docs/DIAGNOSIS.md)"
@@ -147,29 +152,40 @@ def roofline_brief(action: Any) -> RooflineBrief | None:
     if r.bound == "unknown" and r.achieved_flop_per_s is None and r.dram_bytes_per_s is None:
         return None
     b = classify(action)
+    notes = list(r.notes)
+    achieved = r.achieved_flop_per_s
+    if not achieved and not r.flop_counts_complete:
+        # Zero counted FLOP while some precision's counters are absent is not a measurement
+        # of zero work: leave the rate out and say why (the notes name the missing counters).
+        achieved = None
+        if not notes:
+            notes.append(
+                "FLOP/s left out: the report lacks the floating-point counters of some "
+                "precisions (sections_to_collect fills them)."
+            )
     return RooflineBrief(
         bound=b.bound,
         bound_reason=b.why,
         compute_pct=sig(r.compute_throughput_pct),
         memory_pct=sig(r.memory_throughput_pct),
         dominant_precision=r.dominant_precision,
-        achieved_flop_per_s=sig(r.achieved_flop_per_s),
+        achieved_flop_per_s=sig(achieved),
         peak_flop_per_s=sig(r.peak_flop_per_s),
         dram_bytes_per_s=sig(r.dram_bytes_per_s),
         dram_pct_of_peak=sig(r.dram_pct_of_peak),
-        arithmetic_intensity=sig(r.arithmetic_intensity),
+        arithmetic_intensity=sig(r.arithmetic_intensity) if achieved is not None else None,
         ridge_point=sig(r.ridge_point),
-        pct_of_roofline=sig(r.pct_of_roofline),
+        pct_of_roofline=sig(r.pct_of_roofline) if achieved is not None else None,
         tensor_pipe_pct=sig(r.tensor_pipe_pct),
         sections_to_collect=r.sections_to_collect or None,
-        notes=[n[:160] for n in r.notes] or None,
+        notes=[clip(n, NOTE_CHARS) for n in notes] or None,
     )
 
 
 def finding_briefs(found: Sequence[fd.Finding], limit: int) -> list[FindingBrief]:
     out = []
     for f in found[: max(0, limit)]:
-        message = f.message if len(f.message) <= 120 else f.message[:117] + "..."
+        message = clip(f.message, 120)
         out.append(
             FindingBrief(
                 rule=f.rule_id,
@@ -209,6 +225,29 @@ def summarize_action(
     )
 
 
+def check_metrics(names: Sequence[str], actions: Sequence[Any]) -> None:
+    """Refuse a metric asked for that is neither in the report nor a metric ncu knows (a
+    typo would otherwise show as "not in the report"), with close matches."""
+    if not names:
+        return
+    from nsight_agent.catalog import metrics as catalog
+
+    present = {str(m) for a in actions for m in a.metric_names()}
+    for name in names:
+        if name in present:
+            continue
+        try:
+            catalog.validate_metrics([name])
+        except UnknownMetricError as err:
+            close = difflib.get_close_matches(name, present, n=3)
+            raise UnknownMetricError(
+                name,
+                list(dict.fromkeys([*close, *err.suggestions]))[:5],
+                f"Metric {name!r} is not in this report, and {err.message[0].lower()}"
+                f"{err.message[1:]}",
+            ) from err
+
+
 def gpu_name(actions: Sequence[Any]) -> str | None:
     """The GPU the report was recorded on, from its first action."""
     if not actions:
@@ -230,6 +269,7 @@ def summarize_report(
     ``one_line`` more in one line each, paged."""
     report = extraction.load(path)
     actions = extraction.iter_actions(report)
+    check_metrics(metrics, actions)
     durations = [tp.speed_of_light(a).duration_ns or 0.0 for a in actions]
     order = sorted(range(len(actions)), key=lambda i: (-durations[i], i))
     total = sum(durations)

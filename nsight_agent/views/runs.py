@@ -165,13 +165,21 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             f"variant {s['variant']!r} is SUSPECT for config #{s['config_index']}: "
             f"{str(s['reason'])[:240]}; no speedup is claimed for it"
         )
+    method = timing_method(run, frame)
+    if method is not None:
+        out = timing_notes(out, method, run, frame)
     unstable = frame[~frame["StableMeasurement"].astype(bool)] if len(frame) else frame
     if len(unstable):
         worst = unstable["RelativeStdDevPct"].max()
+        remedy = (
+            "raise runs, lock clocks (clock_control='base'), or check for other work on the GPU."
+            if method is None
+            else "check for other work on the machine, or use method='ncu' with "
+            "clock_control='base'."
+        )
         out.append(
             f"{len(unstable)} of {len(frame)} measurements unstable (RSD >= {STABLE_RSD_PCT:g}%, "
-            f"worst {sig(worst, 3)}%): raise runs, lock clocks (clock_control='base'), or "
-            "check for other work on the GPU."
+            f"worst {sig(worst, 3)}%): {remedy}"
         )
     combined = sorted(
         {str(k) for k in frame.get("Kernel", pd.Series(dtype=str)) if " + " in str(k)}
@@ -182,12 +190,67 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             + (f" and {len(combined) - 1} more" if len(combined) > 1 else "")
             + ". Use ignore_kernels to drop helpers."
         )
-    if getattr(run.request, "clock_control", "none") == "none":
+    if method == CPU_TIMER:
+        return list(dict.fromkeys(out))  # no GPU clocks to lock
+    if method is not None:
+        out.append(
+            "Clocks not locked (the timing path never locks them; method='ncu' with "
+            "clock_control='base' does): compare variants within one run."
+        )
+    elif len(frame) and getattr(run.request, "clock_control", "none") == "none":
         out.append(
             "Clocks not locked (clock_control='none'): boost clocks can vary between runs; "
             "compare variants within one run."
         )
     return list(dict.fromkeys(out))
+
+
+# The timing path (method='timing', engine/worker/timing.py): how it decides how many runs to
+# take. Mirrors TimingOptions and pipeline.time_request (that module imports torch; a test
+# checks these against it).
+TIMING_MIN_RUNS_FLOOR = 5
+TIMING_MAX_RUNS = 200
+TIMING_MAX_SECONDS = 20.0
+TIMING_CI_TARGET_PCT = 1.5
+CPU_TIMER = "perf_counter"
+CPU_TIMING_NOTE = (
+    "measured by perf_counter on the CPU, around each call (no GPU, no ncu, no counters, no L2 "
+    "cache to flush): gpu__time_duration.sum holds these wall-clock times in ns, not GPU "
+    "kernel durations"
+)
+
+
+def timing_method(run: RunLike, frame: pd.DataFrame) -> str | None:
+    """The timing path's timer (cupti, cuda_events, perf_counter), None for an ncu run."""
+    method = (getattr(run, "extra", None) or {}).get("method")
+    if method is None and "Method" in frame.columns and len(frame):
+        method = frame["Method"].dropna().iloc[0] if frame["Method"].notna().any() else None
+    return str(method) if method and str(method) != "ncu" else None
+
+
+def timing_notes(warnings: list[str], method: str, run: RunLike, frame: pd.DataFrame) -> list[str]:
+    """The timing path's warnings, honest about what was measured: on the CPU one line says
+    so (and the L2 note, which applies to GPUs only, goes); when n differs from ``runs``, why."""
+    out = list(warnings)
+    if method == CPU_TIMER:
+        drop = {
+            "the L2 cache was not flushed between runs",
+            f"measured by {CPU_TIMER} (no ncu, no counters)",
+        }
+        out = [CPU_TIMING_NOTE, *(w for w in out if w not in drop)]
+    asked = getattr(run.request, "runs", None)
+    counts = sorted({int(n) for n in frame.get("NumRuns", pd.Series(dtype=float)).dropna()})
+    if isinstance(asked, int) and counts and counts != [asked]:
+        least = max(asked, TIMING_MIN_RUNS_FLOOR)
+        span = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        out.append(
+            f"n is {span} timed runs, not "
+            f"runs={asked}: the timing path takes at least {least} (max(runs, "
+            f"{TIMING_MIN_RUNS_FLOOR})) and goes on until the median's 95% CI is within "
+            f"{TIMING_CI_TARGET_PCT:g}% of it, at most {TIMING_MAX_RUNS} runs or "
+            f"{TIMING_MAX_SECONDS:g} s per config"
+        )
+    return out
 
 
 _WRONG = re.compile(r"^variant '(?P<name>[^']+)' is WRONG for config #(?P<index>\d+)")

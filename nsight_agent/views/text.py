@@ -10,7 +10,7 @@ from typing import Any
 from nsight_agent.views.common import Page
 from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
-from nsight_agent.views.report import ReportSummary
+from nsight_agent.views.report import ReportSummary, RooflineBrief
 from nsight_agent.views.roofline import RooflineSummary
 from nsight_agent.views.runs import ProfileSummary
 
@@ -62,14 +62,8 @@ def render_report(s: ReportSummary) -> str:
             + (f"  nvtx {ranges}" if ranges else "")
         )
         if a.roofline is not None:
-            rf = a.roofline
-            lines.append(
-                f"    {rf.bound}; {_fmt(rf.achieved_flop_per_s, 'FLOP/s')}"
-                + (f" ({rf.dominant_precision})" if rf.dominant_precision else "")
-                + f", DRAM {_fmt(rf.dram_bytes_per_s, 'B/s')}, "
-                f"{_fmt(rf.pct_of_roofline)}% of roofline"
-            )
-            lines += [f"    note: {n}" for n in (rf.notes or [])[:1]]
+            lines.append(f"    {roofline_line(a.roofline)}")
+            lines += [f"    note: {n}" for n in (a.roofline.notes or [])[:1]]
         for f in a.findings or []:
             gain = (
                 f" (~{f.speedup_pct:g}% {f.speedup_type or ''})".rstrip() if f.speedup_pct else ""
@@ -81,22 +75,65 @@ def render_report(s: ReportSummary) -> str:
     return _closing(lines, None, s.page)
 
 
-def render_profile(s: ProfileSummary) -> str:
-    lines = [f"run {s.run_id} on {s.gpu or 'unknown GPU'}; kernels: {s.kernels}"]
+def roofline_line(rf: RooflineBrief) -> str:
+    """Bound, FLOP/s, DRAM and % of roofline: only the figures the report holds (a missing
+    one is left out, and said so, never shown as 0 or -)."""
+    parts = [rf.bound]
+    if rf.achieved_flop_per_s is not None:
+        precision = f" ({rf.dominant_precision})" if rf.dominant_precision else ""
+        parts.append(f"{_fmt(rf.achieved_flop_per_s, 'FLOP/s')}{precision}")
+    if rf.dram_bytes_per_s is not None:
+        of_peak = (
+            f" ({rf.dram_pct_of_peak:.3g}% of peak)" if rf.dram_pct_of_peak is not None else ""
+        )
+        parts.append(f"DRAM {_fmt(rf.dram_bytes_per_s, 'B/s')}{of_peak}")
+    if rf.pct_of_roofline is not None:
+        parts.append(f"{rf.pct_of_roofline:.3g}% of roofline")
+    absent = [
+        name
+        for name, value in (
+            ("FLOP/s", rf.achieved_flop_per_s),
+            ("DRAM", rf.dram_bytes_per_s),
+            ("% of roofline", rf.pct_of_roofline),
+        )
+        if value is None
+    ]
+    text = "; ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if parts[1:] else "")
+    if absent:
+        text += f"; {' and '.join(absent)} not in the report"
+        text += f" (collect {', '.join(rf.sections_to_collect)})" if rf.sections_to_collect else ""
+    return text
+
+
+def kernels_text(kernels: Mapping[str, list[str]]) -> str:
+    """variant -> kernels as one phrase: "run: add_kernel; fused: k1, k2"."""
+    parts = [f"{v}: {', '.join(ks)}" if ks else f"{v}: none recorded" for v, ks in kernels.items()]
+    return "; ".join(parts)
+
+
+def render_profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) -> str:
+    head = f"run {s.run_id}" + (f" on {s.gpu}" if s.gpu else "")
+    if s.kernels and any(s.kernels.values()):
+        head += f"; kernels: {kernels_text(s.kernels)}"
+    if not s.results:
+        head += ": no measurements (the warnings say why)"
+    lines = [head]
     for r in s.results:
         who = f"{r.variant} " if r.variant else ""
         for metric, st in r.stats.items():
             flag = "" if st.stable else " UNSTABLE"
             ok = "" if r.correct is None else (" ok" if r.correct else " WRONG OUTPUT")
+            name = (metric_label or {}).get(metric, metric)
             lines.append(
-                f"{who}{_cfg(r.config)}  {metric} = {_fmt(st.avg, s.units.get(metric))} "
+                f"{who}{_cfg(r.config)}  {name} = {_fmt(st.avg, s.units.get(metric))} "
                 f"± {_fmt(st.std, s.units.get(metric))} (n={st.n}, rsd {_fmt(st.rsd_pct)}%){flag}{ok}"
             )
     return _closing(lines, s.warnings, s.page)
 
 
-def render_compare(s: CompareSummary) -> str:
-    lines = [f"run {s.run_id}: {s.metric} vs baseline {s.baseline!r}"]
+def render_compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) -> str:
+    metric = (metric_label or {}).get(s.metric, s.metric)
+    lines = [f"run {s.run_id}: {metric} vs baseline {s.baseline!r}"]
     for c in s.configs:
         parts = []
         for name, v in c.variants.items():
@@ -129,17 +166,23 @@ def render_roofline(s: RooflineSummary) -> str:
         if rf is None:
             lines.append(f"{where}{k.kernel}: no roofline metrics in the report")
             continue
-        lines.append(
-            f"{where}{k.kernel}: {rf.bound}; {_fmt(rf.achieved_flop_per_s, 'FLOP/s')} of "
-            f"{_fmt(rf.peak_flop_per_s, 'FLOP/s')} ({rf.dominant_precision or '-'}), DRAM "
-            f"{_fmt(rf.dram_bytes_per_s, 'B/s')} ({_fmt(rf.dram_pct_of_peak)}% of peak), AI "
-            f"{_fmt(rf.arithmetic_intensity)} FLOP/B, {_fmt(rf.pct_of_roofline)}% of roofline"
+        ai = (
+            f", AI {_fmt(rf.arithmetic_intensity)} FLOP/B"
+            if rf.arithmetic_intensity is not None
+            else ""
         )
+        peak = (
+            f" (peak {_fmt(rf.peak_flop_per_s, 'FLOP/s')})"
+            if rf.peak_flop_per_s is not None and rf.achieved_flop_per_s is not None
+            else ""
+        )
+        lines.append(f"{where}{k.kernel}: {roofline_line(rf)}{peak}{ai}")
     return _closing(lines, s.warnings, s.page)
 
 
-def render_table(s: ProfileSummary) -> str:
-    """A plain table of a ProfileSummary: one line per (variant, config, metric)."""
+def render_table(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) -> str:
+    """A plain table of a ProfileSummary: one line per (variant, config, metric);
+    ``metric_label`` renames metrics for people (a CPU timing's time is wall-clock time)."""
     header = ["variant", "config", "metric", "avg", "std", "min", "max", "n", "rsd%", "stable"]
     rows = [header]
     for r in s.results:
@@ -150,7 +193,7 @@ def render_table(s: ProfileSummary) -> str:
                 [
                     r.variant or "-",
                     config,
-                    metric,
+                    (metric_label or {}).get(metric, metric),
                     *(readable(v, unit) for v in (st.avg, st.std, st.min, st.max)),
                     str(st.n),
                     f"{st.rsd_pct:.3g}" if st.rsd_pct is not None else "-",
@@ -179,6 +222,7 @@ def render_diagnosis(d: ReportDiagnosis) -> str:
             ev = "; ".join(f"{e.m}={e.v:.4g}" for e in c.ev[:3])
             lines.append(f"  - {c.id}{gain}: {ev}")
             lines += [f"      try: {a}" for a in c.actions[:2]]
+            lines.append(f"      skill: {c.skill} (get_skill({c.skill!r}) explains it)")
         if dg.where is not None:
             lines.append(f"  where ({dg.where.basis}):")
             for h in dg.where.lines:

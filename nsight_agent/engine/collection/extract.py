@@ -12,7 +12,7 @@ import inspect
 import math
 import socket
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,6 +203,8 @@ def calls_from_manifest(manifest: Mapping[str, Any]) -> list[Call]:
 
 
 Combine = Callable[[float, float], float]
+# nsight-python's sentence for the same condition, first in our messages (users match on it).
+SAME_COUNT = "Expect same number of kernels per run."
 
 
 def group_kernels(
@@ -254,11 +256,20 @@ def group_kernels(
                 )
                 continue
             raise KernelCountMismatchError(
-                f"Annotation {name!r} launched a different number of kernels in different runs "
-                f"of the same config (kernel counts seen: {detail}).",
+                f"{SAME_COUNT} Annotation {name!r} launched a different number of kernels in "
+                f"different runs of the same config (kernel counts seen: {detail}).",
                 "Make each run launch the same kernels (warm up autotuners and caches before the "
                 "annotated range), add helper kernels to ignore_kernel_list, or use "
                 "replay_mode='range' to measure the range as one unit.",
+            )
+        counts = {cfg: min(n) for cfg, n in per_config.items()}
+        if combine is None and len(set(counts.values())) > 1:
+            detail = ", ".join(f"config #{cfg}: {n}" for cfg, n in counts.items())
+            raise KernelCountMismatchError(
+                f"{SAME_COUNT} Annotation {name!r} launched a different number of kernels for "
+                f"different configs ({detail}), and one kernel per run is expected.",
+                "Pass combine_kernel_metrics=lambda a, b: a + b if a library picks other "
+                "kernels for other sizes, or use ignore_kernel_list or replay_mode='range'.",
             )
         out[name] = [
             (
@@ -283,8 +294,8 @@ def _combine(name: str, kernels: list[ActionRecord], combine: Combine | None) ->
     if combine is None:
         names = "\n".join(f"  - {k}" for k in dict.fromkeys(r.kernel for r in kernels))
         raise MultipleKernelsError(
-            f"More than one kernel launched within the {name} annotation: {len(kernels)} kernels "
-            f"in one run, one is expected:\n{names}",
+            f"More than one (total={len(kernels)}) kernel is launched within the {name} "
+            f"annotation. One kernel per annotation is expected; the kernels of one run:\n{names}",
             "Pass combine_kernel_metrics=lambda a, b: a + b (e.g. to sum times), add helper "
             "kernels to ignore_kernel_list, or use replay_mode='range' to profile the range as one.",
         )
@@ -307,6 +318,7 @@ def _combine(name: str, kernels: list[ActionRecord], combine: Combine | None) ->
 
 
 DeriveMetric = Callable[..., Any]
+Info = Callable[[int, str], Mapping[str, Any]]  # (call, annotation) -> extra columns
 
 
 def raw_frame(
@@ -315,8 +327,13 @@ def raw_frame(
     configs: Sequence[tuple[Any, ...]],
     param_names: Sequence[str],
     derive_metric: DeriveMetric | None = None,
+    info: Info | None = None,
+    info_columns: Iterable[str] | None = None,
 ) -> pd.DataFrame:
-    """nsight-python's raw frame: one row per (annotation, call, metric), derived rows last."""
+    """nsight-python's raw frame: one row per (annotation, call, metric), derived rows last.
+
+    ``info`` gives extra columns per (call, annotation), placed before the parameters."""
+    extra_names = list(info_columns or ())
     host = socket.gethostname()
     base: list[dict[str, Any]] = []
     derived: list[dict[str, Any]] = []
@@ -333,7 +350,10 @@ def raw_frame(
                 "ComputeClock": rec.compute_clock if rec else math.nan,
                 "MemoryClock": rec.memory_clock if rec else math.nan,
             }
-            params = dict(zip(param_names, config))
+            params = {
+                **(dict(info(call.call, annotation)) if info is not None else {}),
+                **dict(zip(param_names, config)),
+            }
             values = [(_number(rec.values[m]) if rec else math.nan) for m in metrics]
             for m, v in zip(metrics, values):
                 base.append({**common, "Value": v, "Metric": m, "Unit": units_of[m], **params})
@@ -348,7 +368,7 @@ def raw_frame(
         names = [getattr(derive_metric, "__name__", "derived")]
     for row in failed_derived:
         derived += [{**row, "Value": math.nan, "Metric": n, "Unit": math.nan} for n in names]
-    columns = [*RAW_COLUMNS, *param_names]
+    columns = [*RAW_COLUMNS, *extra_names, *param_names]
     frame = pd.DataFrame(base + derived)
     if frame.empty:
         return pd.DataFrame(columns=columns)

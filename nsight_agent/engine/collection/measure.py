@@ -47,12 +47,16 @@ def measure(
     normalize_against: str | None = None,
     suggest: Callable[[str], list[str]] | None = None,
     droppable: dict[str, str] | None = None,
+    info: extract.Info | None = None,
+    info_scopes: Mapping[str, str] | None = None,
 ) -> Measured:
     """Read ``metrics`` of every kernel, tie each to its (config, run), and aggregate.
-    ``droppable``: annotations left out (with why) rather than failing the whole report."""
+    ``droppable``: annotations left out (with why) rather than failing the whole report.
+    ``info``: extra columns of a (call, annotation) (information collectors), aggregated by
+    ``info_scopes`` (column -> once, config, run or annotation)."""
     calls = extract.calls_from_manifest(manifest)
     records = extract.read_actions(report, metrics, suggest=suggest)
     grouped = extract.group_kernels(records, calls, ignore_kernels, combine, droppable)
-    raw = extract.raw_frame(grouped, metrics, configs, params, derive_metric)
-    processed = aggregate.aggregate(raw, params, normalize_against)
+    raw = extract.raw_frame(grouped, metrics, configs, params, derive_metric, info, info_scopes)
+    processed = aggregate.aggregate(raw, params, normalize_against, info_scopes)
     return Measured(records, raw, processed)

@@ -172,7 +172,10 @@ def run(
 
 _ERROR = re.compile(r"^==ERROR==\s*(.*)$", re.MULTILINE)
 _METRIC_ERRORS = (
-    re.compile(r"[Ff]ailed to find metric (?:regex:)?['\"]?([A-Za-z0-9_:.\-]+)"),
+    # A name without a rollup suffix is looked up as "regex:^NAME\.(sum|min|...)$" (ncu 2025.3).
+    re.compile(
+        r"[Ff]ailed to find metric (?:regex:\^?)?['\"]?([A-Za-z0-9_:\-]+(?:\.[A-Za-z0-9_]+)*)"
+    ),
     re.compile(r"[Mm]etric ['\"]?([A-Za-z0-9_:.\-]+)['\"]? (?:is )?(?:not found|invalid|unknown)"),
     re.compile(r"[Ii]nvalid metric(?: name)?:? ['\"]?([A-Za-z0-9_:.\-]+)"),
 )

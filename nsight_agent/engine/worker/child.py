@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from nsight_agent.engine.worker import shipping
+from nsight_agent.engine.worker import info, shipping
 from nsight_agent.engine.worker.shipping import WORKER_ENV as CHILD_ENV
 from nsight_agent.engine.worker.shipping import ImportStop, in_worker
 
@@ -48,6 +48,8 @@ class ChildSpec:
     thermal_wait: int | None = None
     thermal_cont: int | None = None
     thermal_timeout: float | None = None
+    collectors: bytes | None = None  # information collectors, (name, callback, scope) tuples
+    info_path: str | None = None  # where their values go (engine/worker/info.py)
 
 
 def caller(func: Callable[..., Any]) -> Callable[[tuple[Any, ...]], Any]:
@@ -91,11 +93,15 @@ def run(spec: ChildSpec) -> None:
     )
     calls: list[dict[str, Any]] = []
     total = len(configs) * spec.runs
+    collectors = info.Collectors.load(spec.collectors)
+    collectors.once()
     with open(spec.progress_path, "a") as progress:
         for config_index, config in enumerate(configs):
+            collectors.start_config(config)
             for run_index in range(spec.runs):
                 guard.before_call()
                 CALL_STATE.reset()
+                collectors.start_run()
                 call = len(calls)
                 returned = None
                 rid = nvtx.start_range(f"call={call}", domain=CALL_DOMAIN)
@@ -120,6 +126,8 @@ def run(spec: ChildSpec) -> None:
                             "returned": returned is not None,
                         }
                     )
+                    collectors.end_call(call)
+                    collectors.write(spec.info_path)
                     _write_manifest(spec, calls, guard)
                 progress.write(f"{call + 1}/{total}\n")
                 progress.flush()

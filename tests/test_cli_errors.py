@@ -1,0 +1,216 @@
+"""The newcomer's rough edges of issue 26, each as it was met: one error model, two renderings
+(MCP calls for an agent, ``nsight-agent`` commands at the command line), refusals that come
+before any work, and failures that say so with a non-zero exit."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from nsight_agent import cli
+from nsight_agent.cli import commands
+from nsight_agent.cli.terms import cli_terms
+from nsight_agent.request import OPTION_KNOBS, ProfileRequest, strict_arguments, validation_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
+H200_REPORT = FIXTURES / "h200_bf16_matmul_sections.ncu-rep"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# --- one error model, two renderings -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mcp", "command"),
+    [
+        (
+            "The run's status, logs and error stay readable: get_run(run_id='20261201-1-ab').",
+            "The run's status, logs and error stay readable: `nsight-agent runs show 20261201-1-ab`.",
+        ),
+        (
+            "more with get_run(run_id='r1', offset=20, limit=20).",
+            "more with `nsight-agent runs show r1 --offset 20 --limit 20`.",
+        ),
+        (
+            "more with summarize_report(path='/a b/r.ncu-rep', offset=2, limit=2).",
+            "more with `nsight-agent report '/a b/r.ncu-rep' --offset 2 --limit 2`.",
+        ),
+        (
+            "diagnose_kernel(run_id='r1', offset=3)",
+            "`nsight-agent diagnose --run-id r1 --offset 3`",
+        ),
+        ("a metric bundle (see the list_skills tool)", "a metric bundle (`nsight-agent skills`)"),
+        ("get_skill('memory') explains it", "`nsight-agent skills memory` explains it"),
+        ("(or the query_metrics tool);", "(or `nsight-agent metrics WORDS`);"),
+        (
+            "confirm with device_info(probe_counters=true)",
+            "confirm with `nsight-agent doctor --probe`",
+        ),
+        ("lock clocks (clock_control='base')", "lock clocks (--clock-control base)"),
+    ],
+)
+def test_mcp_calls_become_commands(mcp: str, command: str) -> None:
+    assert cli_terms(mcp) == command
+
+
+def _failed_run(root: Path, run_id: str = "20261201-000000-0123456789ab") -> str:
+    run = root / run_id
+    run.mkdir(parents=True)
+    request = ProfileRequest(source="x = 1\n", configs=[{"n": 1}], language="torch")
+    (run / "request.json").write_text(request.model_dump_json())
+    status = {
+        "run_id": run_id,
+        "status": "failed",
+        "stage": "pre-flight: import",
+        "message": "import failed: SyntaxError: invalid syntax (user_source.py, line 1)",
+        "error": "SourceError",
+    }
+    (run / "status.json").write_text(json.dumps(status))
+    return run_id
+
+
+def test_runs_show_of_a_failed_run_says_so_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: "run ... on unknown GPU; kernels: {}" and a clocks warning, exit 0."""
+    run_id = _failed_run(tmp_path)
+    assert cli.main(["runs", "show", run_id, "--runs-root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"run {run_id} FAILED at pre-flight: import" in out
+    assert "SyntaxError" in out
+    assert "unknown GPU" not in out and "kernels: {}" not in out and "Clocks" not in out
+
+
+def test_an_error_hint_names_commands_in_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["skills", "no_such_skill"]) == 2
+    assert "No skill named 'no_such_skill'" in capsys.readouterr().err
+    assert cli.main(["report", str(H200_REPORT), "--metrics", "dram__bytes_reed.sum"]) == 2
+    err = capsys.readouterr().err
+    assert "nsight-agent metrics" in err and "query_metrics" not in err
+
+
+# --- refusals before any work ------------------------------------------------------------------
+
+
+def test_diagnose_refuses_a_file_that_is_no_source_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: 6.3 s, then "import failed (source line 1): SyntaxError", a run folder left."""
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    started = time.monotonic()
+    assert cli.main(["diagnose", str(passwd)]) == 2
+    assert time.monotonic() - started < 3
+    err = capsys.readouterr().err
+    assert "is not Python source (line 1" in err and "nothing was run" in err
+    assert not (tmp_path / "runs").exists()
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    assert cli.main(["diagnose", str(binary)]) == 2
+    assert "neither an Nsight Compute report nor Python source" in capsys.readouterr().err
+
+
+def test_a_report_without_its_suffix_is_still_diagnosed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    renamed = tmp_path / "matmul.report"
+    renamed.write_bytes(H200_REPORT.read_bytes())
+    assert cli.main(["diagnose", str(renamed), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kernels_total"] == 1
+
+
+def test_without_torch_the_cli_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: "No module named 'torch'" from inside a run."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "torch" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(commands.importlib.util, "find_spec", find_spec)
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    source = tmp_path / "k.py"
+    source.write_text("def setup(n, device):\n    return ()\n\ndef run():\n    return None\n")
+    assert cli.main(["diagnose", str(source)]) == 1
+    err = capsys.readouterr().err
+    assert "torch" in err and "pip install torch" in err
+    assert "download.pytorch.org/whl/cpu" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unknown_metric_asked_of_a_report_is_an_error_with_close_matches(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Was: ignored, exit 0."""
+    assert cli.main(["report", str(H200_REPORT), "--metrics", "bogus__metric"]) == 2
+    assert "Metric 'bogus__metric' is not in this report" in capsys.readouterr().err
+    assert cli.main(["report", str(H200_REPORT), "--metrics", "dram__bytes_reed.sum"]) == 2
+    assert "Close matches: dram__bytes_read.sum" in capsys.readouterr().err
+    # A real metric the report lacks is shown as absent, not refused.
+    assert (
+        cli.main(["report", str(H200_REPORT), "--metrics", "dram__bytes_read.sum", "--json"]) == 0
+    )
+    metrics = json.loads(capsys.readouterr().out)["actions"][0]["metrics"]
+    assert metrics["dram__bytes_read.sum"] is None  # asked for, not in the report
+
+
+# --- a knob at the top level of a tool call ----------------------------------------------------
+
+
+def test_option_knobs_match_the_options_model() -> None:
+    from nsight_agent.server.tools_profile import Options
+
+    assert set(Options.model_fields) == OPTION_KNOBS
+
+
+@pytest.mark.anyio
+async def test_a_top_level_knob_is_told_where_it_goes() -> None:
+    """Was: pydantic's "Extra inputs are not permitted ... visit https://errors.pydantic.dev".
+
+    The arguments models are made with ``request.strict_arguments`` as server/app.py does
+    (applied here as well, so the test holds before and after app.py adopts it)."""
+    from nsight_agent.server.app import build_server
+
+    server = build_server()
+    for tool in server._tool_manager.list_tools():
+        tool.fn_metadata.arg_model = strict_arguments(tool.fn_metadata.arg_model)
+    async with Client(server) as client:
+        misplaced = {"source": "x", "configs": [{}], "timeout_s": 30, "setup": "make"}
+        answer = await client.call_tool("profile_kernel", misplaced)
+        assert answer.is_error
+        said = answer.content[0].text  # type: ignore[union-attr]
+        assert "pass it as options.timeout_s" in said and "pass it as options.setup" in said
+        assert "errors.pydantic.dev" not in said and "'make'" not in said
+        answer = await client.call_tool("summarize_report", {"path": "x", "sections": ["a"]})
+        assert "sections is not an argument of this tool" in answer.content[0].text  # type: ignore[union-attr]
+        answer = await client.call_tool(
+            "profile_kernel", {"source": "x", "configs": [{}], "options": {"timeout": 30}}
+        )
+        assert "did you mean options.timeout_s?" in answer.content[0].text  # type: ignore[union-attr]
+
+
+def test_validation_text_of_an_unknown_option() -> None:
+    from pydantic import ValidationError
+
+    from nsight_agent.server.tools_profile import options_of
+
+    with pytest.raises(ValidationError) as err:
+        options_of({"timout_s": 30})
+    assert validation_text(err.value) == (
+        "Malformed request: timout_s: Extra inputs are not permitted (did you mean "
+        "options.timeout_s?)"
+    )
