@@ -76,3 +76,4 @@ def test_a_failed_check_is_recorded_as_the_variants_failure_not_hidden(tmp_path:
     assert failed["verdict"] == "incorrect" and failed["stage"] == "check"
     assert "shape" in failed["message"]
     assert "a" not in status["variants_failed"]
+    assert status["message"] == "variants failed alone: b incorrect at check"

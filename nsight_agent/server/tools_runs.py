@@ -44,12 +44,13 @@ async def get_run(
         if baseline is not None:
             name, _, variant = baseline.partition("@")
             named = await thread(lambda: service.set_baseline(name, run_id, variant or None, root))
-        if d is None:
-            assert named is not None
-            line = f"baseline {named.name} = run {named.run_id} [{named.variant}]"
-            return result(named, f"{line}, {named.method} on {named.gpu or '?'}")
-        note = f"\nnow baseline {named.name} = this run" if named else ""
-        return result(d, render_diff(d) + note)
+        if d is not None:
+            note = f"\nnow baseline {named.name} = this run" if named else ""
+            return result(d, render_diff(d) + note)
+        if named is None:  # unreachable: one of the two was given
+            raise NsightAgentError("get_run: nothing to do", "Pass against= or baseline=.")
+        line = f"baseline {named.name} = run {named.run_id} [{named.variant}]"
+        return result(named, f"{line}, {named.method} on {named.gpu or '?'}")
 
 
 async def get_run_rows(

@@ -142,7 +142,12 @@ class RunRecord:
     def passed(self, variants: dict[str, dict[str, Any]] | None = None) -> None:
         """The run passed; ``variants``: those that failed alone (name -> verdict, stage,
         message), recorded as such rather than hidden behind "passed"."""
-        extra = {"variants_failed": variants} if variants else {}
+        extra: dict[str, Any] = {}
+        if variants:  # said in the message too: a reader of "passed" alone is not misled
+            failed = "; ".join(
+                f"{n} {d.get('verdict')} at {d.get('stage')}" for n, d in variants.items()
+            )
+            extra = {"variants_failed": variants, "message": f"variants failed alone: {failed}"}
         self._write("passed", stage=self.current, **extra)
 
     def interrupted(self, who: str) -> None:
