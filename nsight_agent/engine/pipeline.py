@@ -294,6 +294,7 @@ def _measured_run(
     kernel counts -> OutputOK, warnings)."""
     artifacts = artifact_paths(run_dir)
     metrics = work.collected_metrics(request)
+    added = work.added_metrics(request)  # read for the work check, not asked for
     manifest = measure.read_manifest(artifacts["manifest"])
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
@@ -315,9 +316,9 @@ def _measured_run(
     try:
         measured = measured_with(metrics)
     except UnknownMetricError as err:  # a report without the work metrics: no work check
-        if err.metric not in work.added_metrics(request):
+        if err.metric not in added:
             raise
-        measured = measured_with([m for m in metrics if m not in work.added_metrics(request)])
+        measured = measured_with([m for m in metrics if m not in added])
     uneven = {
         name: {"verdict": "suspect", "stage": "profile", "message": why}
         for name, why in droppable.items()
@@ -341,7 +342,6 @@ def _measured_run(
         ),
         *work.work_suspects(measured.processed, request),
     ]
-    added = work.added_metrics(request)  # read for the work check, not asked for
     processed, raw = work.without(measured.processed, added), work.without(measured.raw, added)
     artifacts["manifest"].write_text(json.dumps(manifest, indent=1))
     return RunResult(

@@ -7,6 +7,7 @@ carries (wrong variants, several kernels summed per run, CUDA-event times too sh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -102,6 +103,14 @@ def short_kernel_warning(frame: Any, method: str) -> list[str]:
     ]
 
 
+def config_index(request: ProfileRequest) -> Callable[[Any], int | None]:
+    """A processed row's config index in the request (its parameter values, compared as
+    text), None for a row of no config of the request."""
+    params = request.param_names()
+    index = {tuple(str(c[k]) for k in params): i for i, c in enumerate(request.expanded_configs())}
+    return lambda row: index.get(tuple(str(row[k]) for k in params))
+
+
 def floor_suspects(
     processed: pd.DataFrame,
     request: ProfileRequest,
@@ -114,11 +123,10 @@ def floor_suspects(
     each variant's output bytes (the harness's manifest)."""
     if not peak_bytes_per_s or processed.empty or "AvgValue" not in processed:
         return []
-    params = request.param_names()
-    index = {tuple(str(c[k]) for k in params): i for i, c in enumerate(request.expanded_configs())}
+    config_of = config_index(request)
     found = []
     for _, row in processed[processed["Metric"] == TIME_METRIC].iterrows():
-        ci = index.get(tuple(str(row[k]) for k in params))
+        ci = config_of(row)
         if ci is None or ci >= len(out_bytes):
             continue
         variant = str(row["Annotation"])

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from nsight_agent.engine.collection import outputs
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 
 DRAM_BYTES = "dram__bytes.sum"
@@ -49,12 +50,11 @@ def work_suspects(processed: pd.DataFrame, request: ProfileRequest) -> list[dict
     DRAM bytes and instructions; the reason names both fractions."""
     if processed.empty or not set(WORK_METRICS) <= set(processed.get("Metric", [])):
         return []
-    params = request.param_names()
-    index = {tuple(str(c[k]) for k in params): i for i, c in enumerate(request.expanded_configs())}
+    config_of = outputs.config_index(request)
     baseline = request.baseline_name()
     values: dict[tuple[str, int], dict[str, float]] = {}
     for _, row in processed[processed["Metric"].isin(WORK_METRICS)].iterrows():
-        ci = index.get(tuple(str(row[k]) for k in params))
+        ci = config_of(row)
         if ci is not None:
             value = float(row["AvgValue"])
             values.setdefault((str(row["Annotation"]), ci), {})[str(row["Metric"])] = value
