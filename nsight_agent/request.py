@@ -147,6 +147,11 @@ class ProfileRequest(BaseModel):
     rtol: float | None = Field(None, ge=0)
     atol: float | None = Field(None, ge=0)
     seed: int = 0
+    torch_ranges: bool = Field(
+        False,
+        description="Record torch operator ranges (emit_nvtx, with shapes) around the measured "
+        "calls under ncu, so a step's kernels can be grouped by operator (diagnose_kernel)",
+    )
     vary_inputs: bool = Field(
         True,
         description="Refill floating-point inputs from each run's seed when setup ignores it.",

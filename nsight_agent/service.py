@@ -26,7 +26,6 @@ from nsight_agent.errors import InvalidRequestError, NcuNotFoundError, NsightAge
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.views import run_diff
 from nsight_agent.views.compare import CompareSummary, compare_summary
-from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 from nsight_agent.views.history import History, build_history
 from nsight_agent.views.runs import param_names
 
@@ -194,66 +193,6 @@ def plot_run(run: RunResult, metric: str | None) -> Path:
         title=f"run {run.run_id}",
     )
     return target
-
-
-# ---------------------------------------------------------------------------------------------
-# Diagnosis: staged collection, then the diagnose stage over the report
-
-# The cheap first pass: bound, launch shape, occupancy and the fp32/fp64 roofline.
-FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
-
-
-def deeper_sections(d: ReportDiagnosis) -> list[str]:
-    """The sections the first pass asks for, over the kernels diagnosed in full."""
-    wanted: list[str] = []
-    for k in d.kernels:
-        wanted += list((k.diagnosis.deeper or {}).keys())
-    return list(dict.fromkeys(wanted))
-
-
-def diagnose_source(
-    fields: dict[str, Any],
-    *,
-    runs_root: Path | None = None,
-    on_progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-    deep: bool = True,
-    limit: int = 3,
-    ideal_bytes: float | None = None,
-    input_dtypes: list[str] | None = None,
-) -> ReportDiagnosis:
-    """Profile the source once with the first-pass sections (one run per config), diagnose,
-    then, when ``deep``, profile again with only the sections that diagnosis asks for."""
-    first = build_request(
-        **fields, metrics=[TIME_METRIC], sections=FIRST_PASS_SECTIONS, runs=1, warmup=1
-    )
-    run = profile(first, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
-    d = diagnose_report(
-        report_of(run), limit=limit, ideal_bytes=ideal_bytes, input_dtypes=input_dtypes
-    )
-    passes = [f"pass 1 (run {run.run_id}): {', '.join(FIRST_PASS_SECTIONS)}"]
-    extra = deeper_sections(d) if deep else []
-    if extra:
-        second = first.model_copy(update={"sections": [*FIRST_PASS_SECTIONS, *extra]})
-        run = profile(second, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
-        d = diagnose_report(
-            report_of(run), limit=limit, ideal_bytes=ideal_bytes, input_dtypes=input_dtypes
-        )
-        passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
-    d.run_id, d.passes = run.run_id, passes
-    return d
-
-
-def diagnose_run(run_id: str, runs_root: Path | None = None, **options: Any) -> ReportDiagnosis:
-    """The diagnosis of an earlier run's report, without profiling again."""
-    run = load_run(run_id, runs_root=runs_root)
-    d = diagnose_report(
-        report_of(run),
-        follow_up=f"diagnose_kernel(run_id={run_id!r}, offset={{offset}})",
-        **options,
-    )
-    d.run_id = run_id
-    return d
 
 
 def prune_runs(

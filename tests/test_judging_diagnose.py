@@ -18,6 +18,7 @@ from nsight_agent.diagnose import checks as ck
 from nsight_agent.diagnose import checks_compute as cc
 from nsight_agent.diagnose import checks_launch as cl
 from nsight_agent.diagnose import checks_memory as cm
+from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.bound import FMA_PIPE, classify
 from nsight_agent.diagnose.cause import Cause, make_cause, sig
 from nsight_agent.diagnose.findings import Finding
@@ -59,6 +60,7 @@ def test_the_default_thresholds() -> None:
         "compute_roof_pct": 70.0,
         "min_gain_pct": 3.0,
         "max_causes": 3,
+        "ncu_passthrough_pct": 20.0,
         "uncoalesced_excess_pct": 40.0,
         "uncoalesced_sectors_per_request": 16.0,
         "bank_conflict_pct": 25.0,
@@ -71,11 +73,13 @@ def test_the_default_thresholds() -> None:
         "tensor_idle_fma_share_pct": 60.0,
         "tensor_idle_min_intensity": 8.0,
         "tensor_idle_min_fp_pct": 5.0,
+        "tensor_idle_starved_intensity": 64.0,
+        "tensor_idle_starved_memory_pct": 60.0,
         "tensor_idle_min_loads_per_fma": 0.02,
         "tensor_idle_min_memory_pct": 10.0,
         "fp64_share_pct": 50.0,
         "occupancy_low_pct": 50.0,
-        "few_waves": 0.5,
+        "few_waves": 1.0,
         "tail_idle_pct": 20.0,
         "tiny_duration_us": 5.0,
         "launch_overhead_us": 3.0,
@@ -341,8 +345,10 @@ def test_tensor_cores_idle_at_each_cut(field: str, measure: Any) -> None:
     action = with_(GEMM)
     value = measure(context(action))
     at, above = _edges(value)
+    # The starved-matmul branch passes a low FP rate on its own; off here, tested below.
+    off = {"tensor_idle_starved_memory_pct": 101.0} if field == "tensor_idle_min_fp_pct" else {}
     for threshold, expected in ((at, True), (above, False)):
-        t = DiagnosisThresholds(**{field: threshold})
+        t = DiagnosisThresholds(**{field: threshold, **off})
         ctx = context(action)
         ctx.t = t
         assert (cc.tensor_cores_idle(ctx) is not None) is expected, (field, threshold)
@@ -362,6 +368,20 @@ def test_tensor_cores_idle_defaults_at_their_cuts() -> None:
     # the tensor pipe is read as the bound rounds it (0.1 %)
     assert fires(cc.tensor_cores_idle, {**GEMM, TENSOR: 0.9}) is not None
     assert fires(cc.tensor_cores_idle, {**GEMM, TENSOR: 1.0}) is None
+
+
+def test_tensor_cores_idle_when_the_operand_feed_starves_the_fmas() -> None:
+    """A matmul at 1 % of its FMA peak still wants an MMA when its operand feed saturates a
+    memory unit (>= 60 % memory SOL) at >= 64 FLOP per DRAM byte (fp16_nodot_triton)."""
+    slow = {**GEMM, **fp_mix(ffma=8448.0 * 0.02)} | {SM: 10.0, MEM: 60.0}
+    dram = context(with_(slow)).r.get(dm.DRAM_BYTES_PER_S)
+    assert dram is not None
+    slow[dm.DRAM_BYTES_PER_S] = dram / 20  # operands come from L1/shared, not DRAM
+    ctx = context(with_(slow))
+    assert ctx.rl.arithmetic_intensity is not None and ctx.rl.arithmetic_intensity >= 64
+    c = fires(cc.tensor_cores_idle, slow)
+    assert c is not None and c.ev[3].m == "memory SOL (operand feed)"
+    assert fires(cc.tensor_cores_idle, {**slow, MEM: 59.9}) is None
 
 
 def test_tensor_cores_idle_at_the_intensity_and_mac_share_cuts() -> None:
@@ -413,12 +433,15 @@ def test_too_few_blocks_below_one_per_sm() -> None:
     assert fires(cl.too_few_blocks, launch(132.0, 1.0)) is None
 
 
-def test_too_few_waves_under_half_when_latency_bound() -> None:
-    c = fires(cl.too_few_blocks, launch(264.0, 0.49))
-    # (1 - 0.49) x idle, idle = 1 - 45/100
-    assert c is not None and c.gain == pytest.approx(28.05, abs=0.051)
+def test_too_few_resident_waves_under_one() -> None:
+    """More blocks than SMs, but under one resident wave: warp slots stay empty."""
+    c = fires(cl.too_few_blocks, launch(264.0, 0.99))
+    # (1 - 0.99) x idle, idle = 1 - 45/100
+    assert c is not None and c.gain == pytest.approx(0.55, abs=0.051)
     assert c.gain_src == "own:(1-waves) x idle"
-    assert fires(cl.too_few_blocks, launch(264.0, 0.5)) is None
+    c = fires(cl.too_few_blocks, launch(528.0, 0.5))
+    assert c is not None and c.gain == pytest.approx(27.5, abs=0.051)
+    assert fires(cl.too_few_blocks, launch(264.0, 1.0)) is None
 
 
 def test_the_launch_rule_counts_only_under_its_own_title() -> None:

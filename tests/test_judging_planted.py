@@ -101,6 +101,12 @@ PINNED: dict[str, Row] = {
         [("local_memory_spills", 80.2, "high", "own:local share x mem%")],
     ),
     "tensor_idle_cuda": ("compute-bound", None, [("tensor_cores_idle", 92.8, "high", TENSOR_GAIN)]),
+    "half_wave_cuda": (
+        "latency-bound",
+        None,
+        [("too_few_blocks", 22.8, "medium", "own:(1-waves) x idle")],
+    ),
+    "fp16_nodot_triton": ("memory-bound", None, [("tensor_cores_idle", 99.0, "high", TENSOR_GAIN)]),
     "tensor_idle_triton": (
         "latency-bound",
         None,

@@ -57,7 +57,9 @@ async def test_tools_list_fits_its_budget() -> None:
     outputs = sum(size(t.output_schema) for t in tools if t.output_schema)
     print(f"tools/list: {visible} B visible, {outputs} B of output schemas")
     assert visible <= 8 * 1024, visible
-    assert outputs <= 16 * 1024, outputs
+    # 16 KiB until the step view (issue 23) added diagnose_kernel's step groups, step causes,
+    # kernel owners and operators (about 1.5 KB compacted): the structure agents read first.
+    assert outputs <= 17 * 1024, outputs
 
 
 @pytest.mark.anyio

@@ -514,6 +514,20 @@ extern "C" __global__ void ho_triad(float4* __restrict__ a, const float4* __rest
 }
 #endif
 // ======================================================================= host
+#if PLANTED_ALL || defined(WANT_half_wave_cuda)
+// ------------------------------------------------------------------ half_wave
+// A scalar grid-stride axpy in blocks of 256 threads: 8 such blocks fit on an SM
+// (1056 per wave on 132 SMs), but the grid is 4 x SMs = 528 blocks: more blocks
+// than SMs, yet half a wave, so half of every SM's warp slots stay empty and the
+// loads in flight are too few to cover DRAM latency.
+extern "C" __global__ void __launch_bounds__(256)
+planted_half_wave(const float* __restrict__ x, float* __restrict__ y, size_t n, float a) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    y[i] = fmaf(a, x[i], y[i]);
+}
+#endif
+
 template <class T>
 static T* dalloc(size_t n) {
   T* p = nullptr;
@@ -573,6 +587,12 @@ int main(int argc, char** argv) {
     const size_t n = 32ull << 20;  // 32 Mi floats each for x and y
     float *x = dfill(n), *y = dfill(n);
     LAUNCH_N((planted_few_blocks<<<4, 1024>>>((const float4*)x, (float4*)y, n / 4, 0.5f)));
+#endif
+#if PLANTED_ALL || defined(WANT_half_wave_cuda)
+  } else if (!strcmp(id, "half_wave_cuda")) {
+    const size_t n = 64ull << 20;  // 64 Mi floats each for x and y
+    float *x = dfill(n), *y = dfill(n);
+    LAUNCH_N((planted_half_wave<<<4 * kSMs, 256>>>(x, y, n, 0.5f)));
 #endif
 #if PLANTED_ALL || defined(WANT_tail_effect_cuda)
   } else if (!strcmp(id, "tail_effect_cuda")) {

@@ -203,3 +203,46 @@ def ho_tl_silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
     tl.store(y_ptr + offs, x * tl.sigmoid(x), mask=mask)
+
+
+# ------------------------------------------------------------ issue 23 additions
+# fp16_nodot (tuning): a half-precision GEMM tile written as a broadcast multiply and a sum
+# over k instead of tl.dot: every MAC is a CUDA-core FMA, the tensor cores stay idle.
+@triton.jit
+def planted_tl_gemm_nodot(a_ptr, b_ptr, c_ptr, M, N, K,
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
+        b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+        acc += tl.sum(a[:, :, None].to(tl.float32) * b[None, :, :].to(tl.float32), axis=1)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
+
+# half_wave (held out): a scalar grid-stride scale-and-add with a fixed program count of
+# 2 x SMs and 8 warps each: more programs than SMs, but a fraction of one resident wave.
+@triton.jit
+def ho_tl_half_wave(x_ptr, y_ptr, n, a, NPROG: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    for start in range(pid * BLOCK, n, NPROG * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(y_ptr + offs, a * x + y, mask=mask)
+
+
+# fp16_nodot (held out): a bf16 GEMM as k rank-1 updates in bf16 arithmetic, one k per step.
+@triton.jit
+def ho_tl_rank1_update(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K):
+        a = tl.load(a_ptr + rm * K + k).to(tl.float32)
+        b = tl.load(b_ptr + k * N + rn).to(tl.float32)
+        acc += a[:, None] * b[None, :]
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))

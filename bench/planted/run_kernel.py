@@ -134,6 +134,33 @@ def main(argv):
         launch(lambda: pt.ho_tl_silu[(triton.cdiv(n, 2048),)](x, y, n, BLOCK=2048, num_warps=8))
         if small:
             assert torch.allclose(y, torch.nn.functional.silu(x), atol=1e-6, rtol=1e-5), "silu mismatch"
+    elif kid == "fp16_nodot_triton":
+        m = 64 if small else 4096
+        a, b = rand(m * m, torch.float16).view(m, m), rand(m * m, torch.float16).view(m, m)
+        c = torch.empty(m, m, device=dev, dtype=torch.float16)
+        bm, bn, bk = (16, 16, 8) if small else (32, 32, 8)
+        launch(lambda: pt.planted_tl_gemm_nodot[(m // bm, m // bn)](
+            a, b, c, m, m, m, BM=bm, BN=bn, BK=bk, num_warps=4))
+        if small:
+            assert torch.allclose(c.float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2), "gemm mismatch"
+    elif kid == "half_wave_triton":
+        n = 5000 if small else 64 << 20
+        x, y = rand(n), rand(n)
+        y0 = y.clone()
+        nprog = 4 if small else 2 * SMS
+        launch(lambda: pt.ho_tl_half_wave[(nprog,)](x, y, n, 0.5, NPROG=nprog, BLOCK=256 if small else 1024,
+                                                    num_warps=8))
+        if small:
+            assert torch.allclose(y, y0 + LAUNCHES * 0.5 * x, rtol=1e-5), "half wave mismatch"
+    elif kid == "bf16_rank1_triton":
+        m = 64 if small else 4096
+        a = rand(m * m, torch.float16 if small else torch.bfloat16).view(m, m)
+        b = rand(m * m, torch.float16 if small else torch.bfloat16).view(m, m)
+        c = torch.empty(m, m, device=dev, dtype=a.dtype)
+        bm, bn = (16, 16) if small else (64, 64)
+        launch(lambda: pt.ho_tl_rank1_update[(m // bm, m // bn)](a, b, c, m, m, m, BM=bm, BN=bn, num_warps=4))
+        if small:
+            assert torch.allclose(c.float(), a.float() @ b.float(), atol=5e-1, rtol=2e-2), "gemm mismatch"
     else:
         raise SystemExit(f"unknown id {kid}")
     if not small:

@@ -192,14 +192,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if not (path.is_file() and is_report(path)):
             source = kernel_source(path, "diagnose")
 
-    from nsight_agent import service
+    from nsight_agent import diagnosis
     from nsight_agent.cli import tables
     from nsight_agent.views import text
     from nsight_agent.views.diagnosis import diagnose_report
 
     options = {"ideal_bytes": args.ideal_bytes, "input_dtypes": args.input_dtype}
     if args.run_id:
-        d = service.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
+        d = diagnosis.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
     elif source is None:
         assert path is not None
         d = diagnose_report(path, offset=args.offset, limit=args.limit, **options)
@@ -213,7 +213,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "timeout_s": args.timeout,
         }
         with output.progress(f"diagnosing {path.name} under ncu") as progress:
-            d = service.diagnose_source(
+            d = diagnosis.diagnose_source(
                 fields, on_progress=progress, deep=not args.no_deep, limit=args.limit, **options
             )
     if args.json:

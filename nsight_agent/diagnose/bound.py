@@ -88,16 +88,46 @@ def _intensity(rl: Roofline, t: DiagnosisThresholds) -> float | None:
     return rl.arithmetic_intensity
 
 
-def _compute_roof_pct(r: Reader, rl: Roofline) -> float | None:
-    pcts: list[float] = []
+# Tensor op counters by source precision: plain counts (cheap, any section) or the rates the
+# hierarchical tensor roofline collects. Which one is non-zero names the tensor precision.
+TENSOR_MIX = {
+    "tensor_bf16": "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "tensor_fp16": "sm__ops_path_tensor_src_fp16.sum",
+    "tensor_tf32": "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+    "tensor_fp8": "sm__ops_path_tensor_src_fp8.sum",
+    "tensor_fp64": "sm__ops_path_tensor_src_fp64.sum",
+}
+
+
+def tensor_precision(r: Reader, rl: Roofline) -> str:
+    """The tensor precision from the instruction mix: the largest tensor op count, counted or
+    from the roofline's tensor rates; "tensor" when neither was collected."""
+    counts: dict[str, float] = {}
+    for label, name in TENSOR_MIX.items():
+        value = r.get(name, required=False)
+        if value is None:
+            value = r.get(name + ".per_cycle_elapsed", required=False)
+        if value:
+            counts[label] = value
+    for p in rl.precisions:
+        if p.tensor_core and p.achieved_flop_per_s:
+            counts[p.precision] = max(counts.get(p.precision, 0.0), p.achieved_flop_per_s)
+    return max(counts, key=lambda k: counts[k]) if counts else "tensor"
+
+
+def _compute_roof(r: Reader, rl: Roofline) -> tuple[float | None, str | None]:
+    """How near the compute roof, and whose roof: the dominant precision's FLOP rate or the
+    busiest pipe, labelled by what that pipe ran (a busy tensor pipe is a tensor roof, whatever
+    fp32 epilogue work the FLOP counters saw)."""
+    best: tuple[float, str] | None = None
     for p in rl.precisions:
         if p.precision == rl.dominant_precision and p.pct_of_peak is not None:
-            pcts.append(p.pct_of_peak)
-    for name in (TENSOR_PIPE, FMA_PIPE, FP64_PIPE):
+            best = (p.pct_of_peak, p.precision)
+    for name, label in ((TENSOR_PIPE, ""), (FMA_PIPE, "FMA pipe"), (FP64_PIPE, "fp64")):
         value = r.get(name, required=False)
-        if value is not None:
-            pcts.append(value)
-    return max(pcts) if pcts else None
+        if value is not None and (best is None or value > best[0]):
+            best = (value, label or tensor_precision(r, rl))
+    return best if best is not None else (None, None)
 
 
 def _roof(
@@ -150,7 +180,15 @@ def classify(action: ActionLike, thresholds: DiagnosisThresholds | None = None) 
     intensity = _intensity(rl, t)
     ridge = rl.ridge_point
     dominant = next((p for p in rl.precisions if p.precision == rl.dominant_precision), None)
-    roof, roof_pct = _roof(dram, _compute_roof_pct(r, rl), t)
+    compute_roof_pct, roof_label = _compute_roof(r, rl)
+    roof, roof_pct = _roof(dram, compute_roof_pct, t)
+    tensor_busy = tensor is not None and tensor >= t.tensor_busy_pct
+    counted_tensor = any(p.tensor_core and p.achieved_flop_per_s for p in rl.precisions)
+    precision: str | None = rl.dominant_precision
+    if roof == "compute":
+        precision = roof_label
+    elif tensor_busy and not counted_tensor:
+        precision = tensor_precision(r, rl)  # the FLOP counters left the tensor work out
     out = BoundResult(
         bound="unknown",
         basis="none",
@@ -160,8 +198,7 @@ def classify(action: ActionLike, thresholds: DiagnosisThresholds | None = None) 
         dram_pct=_r(dram),
         intensity=_r(intensity, 2),
         ridge=_r(ridge, 2),
-        precision=rl.dominant_precision
-        or ("tensor" if tensor is not None and tensor >= t.tensor_busy_pct else None),
+        precision=precision,
         precision_pct=_r(dominant.pct_of_peak) if dominant else None,
         tensor_pct=_r(tensor),
         roof=roof,

@@ -103,6 +103,13 @@ def causes_of(finding: Finding) -> tuple[CauseId, ...]:
     return RULE_CAUSES.get(finding.rule_id, ())
 
 
+def fallback_of(finding: Finding) -> tuple[CauseId, ...]:
+    """Symptom rules with an unambiguous cause, used only when no check of ours fired."""
+    if finding.rule_id == "CPIStall" and "long scoreboard" in finding.title.lower():
+        return ("memory_latency",)
+    return ()
+
+
 def run_checks(ctx: Context) -> list[Cause]:
     """Every cause that fired for this kernel, unranked; the residual only when none did."""
     fired = [c for c in (check(ctx) for check in CHECKS) if c is not None]

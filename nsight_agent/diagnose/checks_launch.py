@@ -47,6 +47,8 @@ def _idle(ctx: Context) -> float:
 
 
 def too_few_blocks(ctx: Context) -> Cause | None:
+    """Fewer blocks than SMs, or fewer than one resident wave: a grid of 2x the SMs that could
+    hold 8 blocks each still leaves three quarters of every SM's warp slots empty."""
     grid, sms, waves = ctx.num(GRID), ctx.num(SMS), ctx.num(WAVES)
     if grid is None or sms is None or _tiny(ctx):
         return None
@@ -55,8 +57,13 @@ def too_few_blocks(ctx: Context) -> Cause | None:
         evidence = [ev(GRID, grid, "block", "<", sms), ev(SMS, sms, "SM")]
         gain = 100.0 * (sms - grid) / sms
         formula = "idle SMs"
-    elif waves is not None and waves < t.few_waves and ctx.bound.bound == "latency-bound":
+    elif waves is not None and waves < t.few_waves and _idle(ctx) > 1.0 - t.dram_roof_pct / 100:
+        # Under one resident wave, unless a unit is already near its peak (more blocks
+        # would only queue on it).
         evidence = [ev(WAVES, waves, None, "<", t.few_waves), ev(GRID, grid, "block")]
+        achieved = ctx.num(ACHIEVED_OCC)
+        if achieved is not None:
+            evidence.append(ev(ACHIEVED_OCC, achieved, "%"))
         gain = 100.0 * (1.0 - waves) * _idle(ctx)
         formula = "(1-waves) x idle"
     else:

@@ -25,9 +25,11 @@ from nsight_agent.diagnose import checks_compute as cc
 from nsight_agent.diagnose import checks_launch as cl
 from nsight_agent.diagnose import checks_memory as cm
 from nsight_agent.diagnose import metrics as dm
+from nsight_agent.diagnose.advice import advise
 from nsight_agent.diagnose.bound import BoundResult, classify
-from nsight_agent.diagnose.cause import Cause, Context
+from nsight_agent.diagnose.cause import Cause, Context, ev, make_cause
 from nsight_agent.diagnose.findings import Finding, findings
+from nsight_agent.diagnose.owner import Owner, owner_of
 from nsight_agent.diagnose.roofline import roofline
 from nsight_agent.diagnose.source_lines import SourceHotspots, hot_lines
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
@@ -75,6 +77,7 @@ class KernelDiagnosis(BaseModel):
     """What bounds one kernel, why, and what to try, ranked."""
 
     kernel: str = Field(description="Kernel name (shortened to 80 characters)")
+    owner: Owner | None = Field(default=None, description="Whose kernel")
     duration_ns: float | None = Field(default=None, description="gpu__time_duration.sum")
     bound: BoundResult = Field(description="The bound and the numbers that decided it")
     headline: str = Field(description="The one line to read first")
@@ -112,6 +115,39 @@ def _rank(causes: list[Cause], t: DiagnosisThresholds) -> list[Cause]:
         return defects[: t.max_causes]
     relievers = [c for c in defects if c.id in ck.RELIEVES.get(roof.id, ())]
     return [*relievers[: t.max_causes - 1], roof]
+
+
+def _from_ncu(ctx: Context) -> list[Cause]:
+    """Never silent: when none of our checks names a cause, ncu's rules that estimate a
+    sizeable gain become causes, mapped into the vocabulary where they map, else passed
+    through as ``ncu_rule``; the gain is ncu's, and a local estimate says so."""
+    out: list[Cause] = []
+    # Rules that name a defect before symptom rules (utilisation, stalls), each by estimate.
+    found = sorted(
+        ctx.findings, key=lambda f: (ck.is_symptom(f.rule_id), -(f.estimated_speedup_pct or 0.0))
+    )
+    for f in found:
+        est = f.estimated_speedup_pct
+        if f.type not in ("optimization", "warning") or est is None:
+            continue
+        if est < ctx.t.ncu_passthrough_pct:
+            continue
+        mapped = ck.causes_of(f) or ck.fallback_of(f)
+        cause_id = mapped[0] if mapped else "ncu_rule"
+        if any(c.id == cause_id for c in out):
+            continue
+        evidence = [ev(f"ncu {f.rule_id} estimate", est, "%", ">=", ctx.t.ncu_passthrough_pct)]
+        evidence += [ev(m.name, m.value) for m in f.focus_metrics[:2] if m.value is not None]
+        first = f.message.split(". ")[0][:160]
+        c = make_cause(cause_id, evidence, None, "", rule=f, note=f"ncu's rule: {first}")
+        if cause_id == "ncu_rule":
+            c.title = f"ncu: {f.title}"[:60]
+            c.actions = [first]
+        if f.speedup_type == "local":  # not a run-time estimate: shown, not ranked on
+            c.gain, c.gain_src, c.sev = None, None, "medium" if est >= 30 else "low"
+            c.note = f"ncu's local estimate {est:.0f}% (one unit in isolation). {c.note}"[:200]
+        out.append(c)
+    return out[: ctx.t.max_causes]
 
 
 def _absorb(causes: list[Cause], found: list[Finding]) -> list[str]:
@@ -193,11 +229,15 @@ def diagnose_action(
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
     thresholds: DiagnosisThresholds | None = None,
+    user_kernels: set[str] | None = None,
+    op: str | None = None,
 ) -> KernelDiagnosis:
     """Diagnose one kernel (one ``ncu_report`` action): bound, ranked causes, missing sections.
 
     ``ideal_bytes``: bytes the kernel must move (inputs read once, outputs written once), for
     the excess-traffic check. ``input_dtypes``: e.g. ``["bfloat16"]``, for the precision check.
+    ``user_kernels``: kernel names the user's source defines; ``op``: the torch operator range
+    the kernel ran in. Both decide the owner, and so which actions fit.
     """
     t = thresholds or DiagnosisThresholds()
     r = dm.Reader(action)
@@ -212,13 +252,17 @@ def diagnose_action(
         ideal_bytes=ideal_bytes,
         input_dtypes=input_dtypes,
     )
-    causes = _rank(_fold(ck.run_checks(ctx)), t)
+    causes = _rank(_fold(ck.run_checks(ctx)), t) or _from_ncu(ctx)
+    name = dm.kernel_name(action)
+    owner = owner_of(name, user_kernels, op)
+    advise(causes, owner, name)
     for c in causes[1:]:  # the top cause carries everything; the rest stay short (2 KB)
         c.actions, c.ev = c.actions[:1], c.ev[:2]
     unmapped = _absorb(causes, found)
     collected, deeper = _sections(r, found, (bound.tensor_pct or 0.0) >= t.tensor_idle_below_pct)
     diagnosis = KernelDiagnosis(
-        kernel=dm.kernel_name(action)[:80],
+        kernel=name[:80],
+        owner=owner,
         duration_ns=r.get(dm.DURATION, required=False),
         bound=bound,
         headline=_headline(bound, causes),

@@ -48,6 +48,11 @@ class DiagnosisThresholds(BaseModel):
         default=3.0, description="Causes with a smaller estimated gain are dropped as noise"
     )
     max_causes: int = Field(default=3, description="Causes reported per kernel, best first")
+    ncu_passthrough_pct: float = Field(
+        default=20.0,
+        description="When none of our checks names a cause, ncu's rules estimating at least "
+        "this gain are passed through (never 'no cause found' beside a sizeable ncu estimate)",
+    )
     # --- memory checks -----------------------------------------------------------------------
     uncoalesced_excess_pct: float = Field(
         default=40.0,
@@ -105,6 +110,14 @@ class DiagnosisThresholds(BaseModel):
         default=5.0,
         description="fp32/half FLOP rate at or above this % of its peak: the FMA work matters",
     )
+    tensor_idle_starved_intensity: float = Field(
+        default=64.0,
+        description="FLOP per DRAM byte at or above this with memory SOL at or above "
+        "tensor_idle_starved_memory_pct: a matmul starved by its own operand feed (FMA rate low)",
+    )
+    tensor_idle_starved_memory_pct: float = Field(
+        default=60.0, description="See tensor_idle_starved_intensity"
+    )
     tensor_idle_min_loads_per_fma: float = Field(
         default=0.02,
         description="Load instructions per FMA at or above this: operands stream from memory as "
@@ -126,8 +139,9 @@ class DiagnosisThresholds(BaseModel):
         "may starve latency hiding; the gain weighs it by how idle the busiest unit is",
     )
     few_waves: float = Field(
-        default=0.5,
-        description="Fewer waves than this while latency-bound: too few blocks to fill the GPU",
+        default=1.0,
+        description="Fewer resident waves than this (blocks / (SMs x blocks one SM holds)) "
+        "while no roof is reached: too few blocks to fill every SM's warp slots",
     )
     tail_idle_pct: float = Field(
         default=20.0,

@@ -32,6 +32,7 @@ CauseId = Literal[
     "memory_latency",
     "dram_at_roof",
     "compute_at_roof",
+    "ncu_rule",
 ]
 CauseKind = Literal["cause", "roof"]
 Skill = Literal[
@@ -252,6 +253,18 @@ _ENTRIES = (
         [
             "Use a faster precision/unit (tensor cores, bf16/fp8)",
             "Do less arithmetic (algorithmic change, skip zeros)",
+        ],
+        "roofline",
+    ),
+    _e(
+        "ncu_rule",
+        "ncu's own finding",
+        "cause",
+        "None of our checks fired, but one of ncu's rules estimates a sizeable gain: passed "
+        "through with ncu's estimate and advice, marked as ncu's.",
+        [
+            "Follow ncu's advice, quoted in the note",
+            "Read the rule's full text and evidence (get_run(..., 'findings'))",
         ],
         "roofline",
     ),

@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from nsight_agent import service
+from nsight_agent import diagnosis, service
 from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import (
@@ -20,6 +20,7 @@ from nsight_agent.request import (
     ClockControl,
     CombineKernels,
     Language,
+    ProfileRequest,
     ReplayMode,
 )
 from nsight_agent.server.boundary import (
@@ -248,7 +249,7 @@ async def diagnose_kernel(
         elif run_id is not None:
             root = state(ctx).runs_root
             d = await thread(
-                lambda: service.diagnose_run(
+                lambda: diagnosis.diagnose_run(
                     run_id, runs_root=root, offset=offset, limit=limit, **hints
                 )
             )
@@ -260,16 +261,24 @@ async def diagnose_kernel(
             o = options_of(options)
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
-            root = state(ctx).runs_root
+            st = state(ctx)
+            root = st.runs_root
+
+            def time_call(request: ProfileRequest) -> RunResult:
+                # The warm worker's counter-free timing: one call's wall time on the GPU.
+                assert st.workers is not None
+                return service.time_only(request, st.workers, runs_root=root, executor=st.executor)
+
             d = await execute(
                 ctx,
-                lambda say, cancel: service.diagnose_source(
+                lambda say, cancel: diagnosis.diagnose_source(
                     fields,
                     runs_root=root,
                     on_progress=say,
                     cancel=cancel,
                     deep=o.deep,
                     limit=limit,
+                    time_call=time_call if st.workers is not None else None,
                     **hints,
                 ),
             )

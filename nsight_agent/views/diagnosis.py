@@ -1,8 +1,11 @@
-"""The diagnosis of a whole report: kernels by share of GPU time, the top ones diagnosed in
-full, one line for each of the rest, paged.
+"""The diagnosis of a whole report: the step first (views/step.py: groups, owners, Amdahl
+bounds, fusion and launch findings), then kernels by share of GPU time, the top ones diagnosed
+in full, one line for each of the rest, paged.
 
-Actions of the same kernel (configs, runs) are one entry: their times add up to its share,
-and the longest of them is the one diagnosed (the largest config is usually the one to fix).
+Actions of the same kernel in the same place (torch operator or NVTX range; configs, runs) are
+one entry: their times add up to its share, and the longest of them is the one diagnosed (the
+largest config is usually the one to fix). The same kernel under two operators is two entries,
+so each can be traced to its line of code.
 """
 
 from __future__ import annotations
@@ -18,18 +21,21 @@ from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
 from nsight_agent.engine.collection import extract
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.report import gpu_name
+from nsight_agent.views.step import StepView, places, step_view
 
 
 class KernelShare(BaseModel):
     """A kernel not diagnosed in full on this page: its share and the one line to read."""
 
     kernel: str
+    op: str | None = Field(default=None, description="Its torch op or NVTX range")
     share_pct: float | None = Field(description="% of the report's summed kernel time")
     launches: int = Field(description="Actions (configs x runs) of this kernel in the report")
     headline: str
 
 
 class DiagnosedKernel(BaseModel):
+    op: str | None = Field(default=None, description="Its torch op or NVTX range")
     share_pct: float | None = Field(description="% of the report's summed kernel time")
     launches: int
     diagnosis: KernelDiagnosis
@@ -41,7 +47,8 @@ class ReportDiagnosis(BaseModel):
     report: str = Field(description="The report read (a path, or the run's report)")
     run_id: str | None = None
     gpu: str | None = None
-    kernels_total: int = Field(description="Distinct kernels in the report")
+    kernels_total: int = Field(description="Distinct kernels (per operator) in the report")
+    step: StepView | None = Field(default=None, description="The whole step, read first")
     kernels: list[DiagnosedKernel] = Field(description="Diagnosed in full, most time first")
     others: list[KernelShare] | None = Field(default=None, description="One line each")
     passes: list[str] | None = Field(
@@ -59,13 +66,14 @@ def _duration(action: Any) -> float:
     return value or 0.0
 
 
-def kernels_by_time(actions: Sequence[Any]) -> list[tuple[str, float, list[Any]]]:
-    """(name, summed ns, actions) per kernel name, most time first."""
-    groups: dict[str, list[Any]] = {}
-    for a in actions:
-        groups.setdefault(dm.kernel_name(a), []).append(a)
-    rows = [(name, sum(_duration(a) for a in acts), acts) for name, acts in groups.items()]
-    rows.sort(key=lambda r: (-r[1], r[0]))
+def kernels_by_time(actions: Sequence[Any]) -> list[tuple[str, str | None, float, list[Any]]]:
+    """(name, operator or range, summed ns, actions) per kernel and place, most time first."""
+    groups: dict[tuple[str, str | None], list[Any]] = {}
+    for a, (_ranges, label, _op) in zip(actions, places(actions), strict=True):
+        name = dm.kernel_name(a)
+        groups.setdefault((name, None if label == name[:60] else label), []).append(a)
+    rows = [(n, op, sum(_duration(a) for a in acts), acts) for (n, op), acts in groups.items()]
+    rows.sort(key=lambda r: (-r[2], r[0], r[1] or ""))
     return rows
 
 
@@ -78,13 +86,17 @@ def diagnose_report(
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
     follow_up: str | None = None,
+    user_kernels: set[str] | None = None,
+    wall_ns: float | None = None,
 ) -> ReportDiagnosis:
     """Diagnose the ``limit`` kernels from ``offset`` (by time share) in full, list up to
-    ``one_line`` more in one line each. ``ideal_bytes`` applies only when a single kernel
-    is diagnosed (it describes one kernel's inputs and outputs)."""
+    ``one_line`` more in one line each; with more than one kernel, the step view first.
+    ``ideal_bytes`` applies only when a single kernel is diagnosed (it describes one kernel's
+    inputs and outputs). ``user_kernels``: names the user's source defines (the owner);
+    ``wall_ns``: one call's time on the GPU timeline, for the host-gap finding."""
     actions = extract.iter_actions(extract.load(path))
     rows = kernels_by_time(actions)
-    total = sum(r[1] for r in rows)
+    total = sum(r[2] for r in rows)
     pg = page(
         len(rows),
         offset,
@@ -96,29 +108,45 @@ def diagnose_report(
     def share(ns: float) -> float | None:
         return sig(100.0 * ns / total, 3) if total > 0 else None
 
-    full = []
-    for _name, ns, acts in rows[offset : offset + limit]:
-        longest = max(acts, key=_duration)
-        d = diagnose_action(
-            longest,
-            ideal_bytes=ideal_bytes if single else None,
+    def diagnose(op: str | None, acts: list[Any], one: bool = False) -> KernelDiagnosis:
+        return diagnose_action(
+            max(acts, key=_duration),
+            ideal_bytes=ideal_bytes if single and one else None,
             input_dtypes=input_dtypes,
+            user_kernels=user_kernels,
+            op=op,
         )
-        full.append(DiagnosedKernel(share_pct=share(ns), launches=len(acts), diagnosis=d))
+
+    full = [
+        DiagnosedKernel(
+            op=op, share_pct=share(ns), launches=len(acts), diagnosis=diagnose(op, acts, True)
+        )
+        for _name, op, ns, acts in rows[offset : offset + limit]
+    ]
     rest = [r for i, r in enumerate(rows) if not offset <= i < offset + limit][:one_line]
     others = [
         KernelShare(
             kernel=name[:80],
+            op=op,
             share_pct=share(ns),
             launches=len(acts),
-            headline=diagnose_action(max(acts, key=_duration)).headline[:120],
+            headline=diagnose(op, acts).headline[:120],
         )
-        for name, ns, acts in rest
+        for name, op, ns, acts in rest
     ]
+    step = None
+    if len(actions) > 1 and not single:
+        gains = {
+            k.diagnosis.kernel: k.diagnosis.causes[0].gain or 0.0
+            for k in full
+            if k.diagnosis.causes
+        }
+        step = step_view(actions, user_kernels, wall_ns, gains)
     return ReportDiagnosis(
         report=str(path),
         gpu=gpu_name(actions),
         kernels_total=len(rows),
+        step=step,
         kernels=full,
         others=others or None,
         page=pg,

@@ -199,6 +199,20 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def op_ranges(wanted: bool) -> Any:
+    """torch's operator ranges (NVTX, with input shapes) while profiling under ncu, so each
+    kernel of a step can be traced to its operator; a no-op without torch or when not wanted."""
+    import contextlib
+
+    if not wanted:
+        return contextlib.nullcontext()
+    try:
+        import torch
+    except ImportError:
+        return contextlib.nullcontext()
+    return torch.autograd.profiler.emit_nvtx(record_shapes=True)  # type: ignore[no-untyped-call]
+
+
 def call_counting_kernels(
     entry: Callable[..., Any], inputs: Any, device: str
 ) -> tuple[Any, list[str] | None]:

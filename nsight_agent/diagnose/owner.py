@@ -1,0 +1,91 @@
+"""Whose kernel it is: the user's, the framework's or a library's, from its name and ranges.
+
+What an agent can change depends on the owner. The user's own Triton or CUDA kernel can be
+rewritten; a cuBLAS or cuDNN kernel cannot be recompiled, only chosen differently (backend,
+algorithm, shape, dtype, layout, a fused op); an ATen kernel is replaced by fusing the ops
+around it. The owner comes from, in order: the kernel names defined in the user's source (when
+the caller knows them), the kernel name's library prefix, the torch operator range it ran in.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+OwnerKind = Literal["user", "framework", "library", "compiler", "unknown"]
+
+
+class Owner(BaseModel):
+    """Who wrote the kernel, and so what an agent can change about it."""
+
+    kind: OwnerKind = Field(description="library/framework kernels cannot be edited")
+    who: str = Field(description="yours, ATen, cuBLAS, cuDNN, ...")
+
+
+# Name patterns, first match wins. Library kernels are named by their generators.
+_PATTERNS: tuple[tuple[str, OwnerKind, str], ...] = (
+    (r"^nccl|ncclDevKernel|ncclKernel", "library", "NCCL"),
+    (r"^unpack_cudnn", "framework", "ATen"),
+    (r"pytorch_flash::|flash_fwd|flash_bwd|fmha_cutlass", "framework", "ATen (flash attention)"),
+    (r"cudnn|^fmha_|sdpa_sm\d+|^xmma_|cudnn_generated", "library", "cuDNN"),
+    (
+        r"^nvjet|cublas|^sm\d+_xmma_gemm|^ampere_|^volta_|^turing_|gemv|gemmk|splitKreduce",
+        "library",
+        "cuBLAS",
+    ),
+    (r"^cutlass|cutlass::", "library", "CUTLASS"),
+    (r"^triton_(poi|red|per|tem|for)_", "compiler", "torch.compile (Inductor)"),
+    (
+        r"at::native|elementwise_kernel|reduce_kernel|layer_norm|softmax|dropout|index_|"
+        r"scatter|gather_kernel|cat_|_copy|fill_kernel|unpack_cudnn|embedding|cross_entropy|"
+        r"nll_loss|topk|sort|multi_tensor_apply|foreach",
+        "framework",
+        "ATen",
+    ),
+)
+
+
+_GLOBAL = re.compile(r"__global__[^(;{]*?\b(\w+)\s*\(")
+_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+
+
+def user_kernel_names(source: str) -> set[str]:
+    """Kernel names the user's source defines: ``@triton.jit`` functions and CUDA
+    ``__global__`` functions in any string (load_inline, cupy, raw modules)."""
+    names: set[str] = set()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                text = ast.unparse(dec)
+                if "jit" in text or "autotune" in text or "heuristics" in text:
+                    names.add(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(m.group(1) for m in _GLOBAL.finditer(_BOUNDS.sub("", node.value)))
+    return names
+
+
+def _base(name: str) -> str:
+    """The function name of a demangled or templated kernel name."""
+    base = name.split("(")[0]
+    base = re.sub(r"<.*", "", base)
+    base = base.split("::")[-1]
+    return base.split()[-1] if base.split() else name
+
+
+def owner_of(kernel: str, user_kernels: set[str] | None = None, op: str | None = None) -> Owner:
+    """The owner of one kernel (``op``: the torch operator range it ran in, if recorded)."""
+    if user_kernels and (kernel in user_kernels or _base(kernel) in user_kernels):
+        return Owner(kind="user", who="yours")
+    for pattern, kind, who in _PATTERNS:
+        if re.search(pattern, kernel):
+            return Owner(kind=kind, who=who)
+    if op and op.startswith(("aten::", "autograd::")):
+        return Owner(kind="framework", who="ATen")
+    return Owner(kind="unknown", who="not in your source" if user_kernels else "unknown")
