@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "diagnose": 2,
     "views": 3,
     "service": 4,
+    "diagnosis": 4,
     "api": 4,
     "experimental": 4,
     "server": 5,
@@ -57,6 +58,7 @@ CHILD_SIDE = (
     "engine.worker.main",
     "engine.worker.timing",
     "engine.worker.shipping",
+    "engine.worker.target",
     "engine.harness",
 )
 

@@ -203,7 +203,8 @@ def test_with_workers_a_profile_jobs_preflight_runs_on_the_slots_warm_worker(
         return RunResult(run_id, run_dir, req, empty, empty, [], {}, [], {}, 0.0)
 
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/bin/true"))
-    monkeypatch.setattr(ncu_run, "collect", lambda *a, **k: 0.0)  # no ncu run
+    # No ncu run.
+    monkeypatch.setattr(ncu_run, "collect", lambda *a, **k: ncu_run.Collected(0.0, "cold"))
     monkeypatch.setattr(pipeline, "_measured_run", measured)
     with WorkerPool() as workers, ex.LocalExecutor(["cpu"], workers=workers) as pool:
         pool.profile(request(), runs_root=tmp_path)

@@ -6,8 +6,8 @@ lives in its room of the engine:
     render      harness/render.py                 same                        same
     pre-flight  collection/preflight_run.py       on the warm worker          cold or warm
                 (cold, or on the warm worker)     (worker/pool.py)
-    collect     collection/ncu.py (one process)   worker/timing.py on the
-                                                  warm worker
+    collect     collection/ncu_run.py (one        worker/timing.py on the
+                process: pre-launched or cold)    warm worker
     extract     collection/extract.py             (the timing loop's own
     aggregate   collection/measure.py,            samples: worker/timing.py)
                 collection/aggregate.py
@@ -93,11 +93,12 @@ def run_job(
     cancel: threading.Event | None = None,
     on_progress: Progress | None = None,
     warm: Warm | None = None,
+    targets: ncu_run.TargetSource | None = None,
 ) -> JobResult:
     """Run one job here, in this process and thread: what every executor ends up calling.
 
     ``runs_root`` overrides the job's own (a Ray node profiles into a scratch root); ``warm``
-    runs a profile job's pre-flight on a warm worker, and a timing job whole there."""
+    runs a profile job's pre-flight and a timing job on a warm worker; ``targets`` its collect."""
     root = runs_root or job.runs_root
     if job.mode == "timing":
         if warm is None:
@@ -118,7 +119,12 @@ def run_job(
             return warm_preflight(warm.pool, run_dir, request, warm.device, cancel)
 
     return profile(
-        job.request, runs_root=root, on_progress=on_progress, cancel=cancel, preflight=warm_pre
+        job.request,
+        runs_root=root,
+        on_progress=on_progress,
+        cancel=cancel,
+        preflight=warm_pre,
+        targets=targets,
     )
 
 
@@ -187,11 +193,12 @@ def profile(
     on_progress: Progress | None = None,
     cancel: threading.Event | None = None,
     preflight: PreflightFn | None = None,
+    targets: ncu_run.TargetSource | None = None,
 ) -> RunResult:
     """render -> pre-flight -> collect (every variant, config and run under ncu in one
     process) -> extract and aggregate -> check -> store.
 
-    ``preflight`` replaces the cold pre-flight process (a warm worker's, see ``run_job``)."""
+    ``preflight``: a warm worker's pre-flight (``run_job``); ``targets``: ready ncu targets."""
     start = time.monotonic()
     ncu.find_ncu()  # fail before any work when ncu is missing
     with rendered_run(request, runs_root) as (run_id, run_dir, record):
@@ -210,10 +217,11 @@ def profile(
         record.stage("ncu")
         say(0, total, "profiling under ncu")
         poll = _poller(cancel, on_progress, run_dir / "progress.txt", total)
-        seconds = ncu_run.collect(request, run_dir, run_id, poll, skip=sorted(pre.dropped))
+        collected = ncu_run.collect(request, run_dir, run_id, poll, sorted(pre.dropped), targets)
 
         record.stage("extract")
-        result = _measured_run(request, run_dir, run_id, pre, seconds)
+        result = _measured_run(request, run_dir, run_id, pre, collected.seconds)
+        result.extra["collection"] = collected.path
         result.seconds = time.monotonic() - start
 
         record.stage("save")

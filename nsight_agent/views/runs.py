@@ -124,6 +124,7 @@ class ProfileSummary(BaseModel):
         description=f"Artifact names; read them as resources {ARTIFACT_URI}",
     )
     seconds: float | None = None
+    collection: str | None = Field(default=None, description="pre-launched, or cold: why")
 
 
 def _stat(row: Mapping[str, Any]) -> Stat:
@@ -354,7 +355,14 @@ def profile_summary(
         warnings=run_warnings(run, frame) or None,
         artifacts=artifact_names(run),
         seconds=sig(run.seconds, 3),
+        collection=_collection(run),
     )
+
+
+def _collection(run: RunLike) -> str | None:
+    """The collect stage's path, as the run recorded it (kept short: answers are paid for)."""
+    path = (getattr(run, "extra", None) or {}).get("collection")
+    return None if not path else str(path)[:160]
 
 
 class RowsPage(BaseModel):

@@ -100,19 +100,47 @@ def build_argv(
     """The exact ncu command line for one collection run."""
     argv = [ncu, "--force-overwrite", "--export", str(report_base), "--log-file", str(log_path)]
     argv += ["--print-summary", "none", "--target-processes", "all"]
-    if options.nvtx_include:
-        argv.append("--nvtx")
-        for expr in options.nvtx_include:
-            argv += ["--nvtx-include", expr]
-    argv += ["--replay-mode", options.replay_mode]
+    argv += nvtx_args(options.nvtx_include)
+    return [*argv, *collection_args(options), *target]
+
+
+def nvtx_args(nvtx_include: Sequence[str]) -> list[str]:
+    """The NVTX filter: ``--nvtx`` and one ``--nvtx-include`` per expression."""
+    argv = ["--nvtx"] if nvtx_include else []
+    for expr in nvtx_include:
+        argv += ["--nvtx-include", expr]
+    return argv
+
+
+def collection_args(options: NcuOptions) -> list[str]:
+    """What to collect and how: replay, cache and clock control, metrics, sections."""
+    argv = ["--replay-mode", options.replay_mode]
     argv += ["--cache-control", options.cache_control]
     argv += ["--clock-control", options.clock_control]
     if options.metrics:
         argv += ["--metrics", ",".join(options.metrics)]
     for section in options.sections:
         argv += ["--section", section]
-    argv += list(options.extra_args)
-    return [*argv, *target]
+    return argv + list(options.extra_args)
+
+
+# Pre-launched targets (worker/targets.py, collection/attach.py). ncu 2025.3.1 refuses the
+# NVTX options in attach mode, so the filter goes on the launch; its report, metrics and
+# replay options go on the attach. Each target listens on its own block of ports.
+ATTACH_HOST = "127.0.0.1"
+
+
+def launch_argv(ncu: str, port: int, nvtx: bool, target: Sequence[str]) -> list[str]:
+    """``ncu --mode launch``: start ``target``, suspended at its first CUDA call until an
+    attach on ``port`` connects. ``nvtx``: ask ncu to record NVTX ranges (ncu 2025.3.1 refuses
+    --nvtx-include here and in attach mode; whether it takes --nvtx is what the pool tries)."""
+    return [ncu, "--mode", "launch", "--port", str(port), *(["--nvtx"] if nvtx else []), *target]
+
+
+def attach_argv(ncu: str, options: NcuOptions, port: int, report_base: Path) -> list[str]:
+    """``ncu --mode attach``: profile the target waiting on ``port`` until it exits."""
+    head = [ncu, "--mode", "attach", "--hostname", ATTACH_HOST, "--port", str(port)]
+    return [*head, "--force-overwrite", "--export", str(report_base), *collection_args(options)]
 
 
 @dataclass
@@ -161,16 +189,20 @@ def run(
             tag=tag,
         )
     except process.RunTimeout:
-        raise CollectionTimeoutError(
-            f"The profiled program ran past its {timeout:.0f} s limit and was killed.",
-            "A kernel may hang, or the sweep is too large for the limit: raise "
-            "timeout, profile fewer configs/runs/sections, or check the program "
-            f"alone. Its output so far is in {output_path}.",
-        ) from None
+        raise timeout_error(timeout, output_path) from None
     return NcuRun(argv, done.returncode, report_path, log_path, output_path, done.seconds)
 
 
-_ERROR = re.compile(r"^==ERROR==\s*(.*)$", re.MULTILINE)
+def timeout_error(timeout: float, output_path: Path) -> CollectionTimeoutError:
+    return CollectionTimeoutError(
+        f"The profiled program ran past its {timeout:.0f} s limit and was killed.",
+        "A kernel may hang, or the sweep is too large for the limit: raise "
+        "timeout, profile fewer configs/runs/sections, or check the program "
+        f"alone. Its output so far is in {output_path}.",
+    )
+
+
+ERROR_LINE = re.compile(r"^==ERROR==\s*(.*)$", re.MULTILINE)
 _METRIC_ERRORS = (
     # A name without a rollup suffix is looked up as "regex:^NAME\.(sum|min|...)$" (ncu 2025.3).
     re.compile(
@@ -187,7 +219,7 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
     ``program_error`` is the traceback the profiled program recorded itself, if any.
     """
     log = run_result.ncu_log()
-    errors = _ERROR.findall(log)
+    errors = ERROR_LINE.findall(log)
     text = "\n".join(errors)
     if "ERR_NVGPUCTRPERM" in log:
         raise CounterPermissionError(

@@ -2,19 +2,36 @@
 run) call in one process; the report, the manifest and the logs land in the run folder.
 
 A profiled process that raised is the user's error with its stage and line (from error.json);
-one that ended early (``os._exit``) is named as such, not as "no kernels".
+one that ended early (``os._exit``) is named as such, not as "no kernels". The process is a
+pre-launched target when the GPU slot has one ready and the options allow an attach
+(``attach.py``), else a cold ``ncu python harness.py``; the result records which and why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_agent.engine.collection import ncu, preflight_run, work
+from nsight_agent.engine.collection import attach, ncu, preflight_run, work
+from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store.runs import artifact_paths
 from nsight_agent.errors import NcuError, NoKernelsProfiledError, ProfiledProcessError
 from nsight_agent.request import ProfileRequest
+
+# What the harness writes beside the report and the manifest (engine/harness/runtime.Files).
+LEFT = ("error.json", "progress.txt")
+__all__ = ["Collected", "TargetSource", "collect", "ended_early", "forget_attempt"]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the collect stage did: ncu's wall time, and the path it took ("pre-launched", or
+    "cold: <why>"; kept in the run's result)."""
+
+    seconds: float
+    path: str
 
 
 def collect(
@@ -23,10 +40,12 @@ def collect(
     run_id: str,
     poll: Callable[[], None],
     skip: list[str] | None = None,
-) -> float:
+    targets: TargetSource | None = None,
+) -> Collected:
     """collect: the harness under ncu, every call of the run in one process; the report,
     the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
-    pre-flight, not run. Returns ncu's wall time."""
+    pre-flight, not run; ``targets``: the GPU slot's pre-launched targets, used when one is
+    ready and the options allow an attach (else, or when the attach fails, a cold launch)."""
     options = ncu.NcuOptions(
         metrics=work.collected_metrics(request),
         sections=request.sections,
@@ -35,21 +54,47 @@ def collect(
         clock_control=request.clock_control,
     )
     artifacts = artifact_paths(run_dir)
+    harness = ["harness.py", "--device", "cuda"] + (["--skip", ",".join(skip)] if skip else [])
+    done: ncu.NcuRun | None = None
     try:
-        done = ncu.collect(
-            [ncu.python_executable(), "harness.py", "--device", "cuda"]
-            + (["--skip", ",".join(skip)] if skip else []),
-            options,
-            report_path=artifacts["report"],
-            log_path=artifacts["ncu_log"],
-            output_path=artifacts["program_output"],
-            timeout=request.timeout_s,
-            error_path=run_dir / "error.json",
-            cwd=run_dir,
-            env=ncu.child_env(),
-            poll=poll,
-            tag=f"{run_id}.ncu",
-        )
+        why = "no pre-launched targets here" if targets is None else attach.cold_reason(options)
+        target = targets.take() if targets is not None and why is None else None
+        if targets is not None and why is None and target is None:
+            why = targets.why_none()
+        if target is not None:
+            try:
+                done = attach.collect(
+                    target,
+                    options,
+                    argv=harness,
+                    run_dir=run_dir,
+                    report_path=artifacts["report"],
+                    log_path=artifacts["ncu_log"],
+                    output_path=artifacts["program_output"],
+                    timeout=request.timeout_s,
+                    error_path=run_dir / "error.json",
+                    poll=poll,
+                    tag=f"{run_id}.attach",
+                )
+            except attach.AttachFailed as failed:
+                why = f"attach failed: {failed}"
+                forget_attempt(run_dir)
+                if failed.lasting and targets is not None:
+                    targets.turn_off(str(failed))
+        if done is None:
+            done = ncu.collect(
+                [ncu.python_executable(), *harness],
+                options,
+                report_path=artifacts["report"],
+                log_path=artifacts["ncu_log"],
+                output_path=artifacts["program_output"],
+                timeout=request.timeout_s,
+                error_path=run_dir / "error.json",
+                cwd=run_dir,
+                env=ncu.child_env(),
+                poll=poll,
+                tag=f"{run_id}.ncu",
+            )
     except ProfiledProcessError as err:
         raise preflight_run.source_error(run_dir / "error.json", err.stderr_tail) from err
     except (NoKernelsProfiledError, NcuError) as err:
@@ -61,7 +106,15 @@ def collect(
     early = ended_early(artifacts["manifest"], request)
     if early is not None:
         raise early
-    return done.seconds
+    return Collected(done.seconds, attach.PRELAUNCHED if why is None else f"cold: {why}")
+
+
+def forget_attempt(run_dir: Path) -> None:
+    """Remove what a failed attach attempt's harness left, before the cold run writes its own
+    (a stale error.json would be read as the cold run's)."""
+    artifacts = artifact_paths(run_dir)
+    for path in (artifacts["report"], artifacts["manifest"], *map(run_dir.joinpath, LEFT)):
+        path.unlink(missing_ok=True)
 
 
 def ended_early(manifest: Path, request: ProfileRequest) -> SourceError | None:

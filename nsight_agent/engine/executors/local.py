@@ -8,11 +8,17 @@ only its GPU: the slot thread pins the job (``pinning.pinned``) and ``ncu.child_
 
 Fairness: a comparison (every variant and config of one request) is one job, so it always runs
 on one GPU, never split across GPUs whose clocks differ; independent jobs run in parallel.
+
+Each GPU slot can also keep pre-launched ncu targets (``worker/targets.py``; ``targets`` or
+``NSIGHT_AGENT_TARGETS``, default 0: off, docs/ARCHITECTURE.md says why), started at the first
+profile job, replenished after each take, killed at ``close``; a profile job's collect takes
+one when it is ready.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,12 +29,9 @@ from nsight_agent.engine.executors.base import Executor, JobFunction, JobHandle
 from nsight_agent.engine.pinning import local_slots
 from nsight_agent.engine.pipeline import CancelledError, Job, JobResult, Progress, Warm, run_job
 from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.engine.worker.targets import COUNT_ENV, TargetPool, configured_count
 
 __all__ = ["LocalExecutor", "local_slots"]
-
-
-def _run_job(job: Job, cancel: threading.Event | None, on_progress: Progress | None) -> JobResult:
-    return run_job(job, cancel=cancel, on_progress=on_progress)
 
 
 @dataclass
@@ -50,7 +53,10 @@ class LocalExecutor(Executor):
 
     ``slots``: the devices to use (default ``local_slots()``); ``job_function``: what runs a
     job in a slot (default ``run_job``; tests pass a stand-in); ``workers``: warm workers that
-    run each profile job's pre-flight on the slot's GPU, so only the ncu process starts cold.
+    run each profile job's pre-flight on the slot's GPU, so only the ncu process starts cold;
+    ``targets``: pre-launched ncu targets per GPU slot (default ``NSIGHT_AGENT_TARGETS``, else
+    1; 0 off). Only ``run_job`` uses them, and a "cpu" slot only when a number is given
+    (``targets`` or the variable: a stand-in ncu that runs the target on the CPU, in tests).
     """
 
     name = "local"
@@ -61,11 +67,16 @@ class LocalExecutor(Executor):
         *,
         job_function: JobFunction | None = None,
         workers: WorkerPool | None = None,
+        targets: int | None = None,
     ) -> None:
         self._devices = list(slots) if slots is not None else None
         self._workers = workers
         self.runs_timing = workers is not None
-        self._function = job_function or (_run_job if workers is None else self._run_job_warm)
+        self._function = job_function or self._run_job_here
+        self._target_count = configured_count() if targets is None else max(0, targets)
+        self._targets_on_cpu = targets is not None or COUNT_ENV in os.environ
+        self._targets_wanted = job_function is None
+        self._pools: dict[str, TargetPool] = {}
         self._queue: collections.deque[_Queued] = collections.deque()
         self._cond = threading.Condition()
         self._slots: list[_Slot] = []
@@ -88,6 +99,8 @@ class LocalExecutor(Executor):
             if self._closed:
                 raise RuntimeError("the executor is closed")
             self._start_slots()
+            if job.mode == "profile":
+                self._start_targets()
             busy = sum(1 for s in self._slots if s.job is not None)
             ahead, total = busy + len(self._queue), len(self._slots)
             self._queue.append(_Queued(handle, on_progress))
@@ -99,7 +112,7 @@ class LocalExecutor(Executor):
     def pool_info(self) -> dict[str, Any]:
         with self._cond:
             self._start_slots()
-            slots = [
+            slots: list[dict[str, Any]] = [
                 {
                     "device": s.device,
                     "state": "busy" if s.job is not None else "idle",
@@ -108,6 +121,9 @@ class LocalExecutor(Executor):
                 }
                 for s in self._slots
             ]
+            for row in slots:  # pre-launched targets, where the slot keeps them
+                if row["device"] in self._pools:
+                    row["targets"] = self._pools[row["device"]].info()
             return {
                 "executor": self.name,
                 "slots": slots,
@@ -115,6 +131,16 @@ class LocalExecutor(Executor):
                 "running": sum(1 for s in self._slots if s.job is not None),
                 "queued": len(self._queue),
             }
+
+    def start_targets(self) -> None:
+        """Start the slots' pre-launched targets now (else the first profile job does)."""
+        with self._cond:
+            self._start_slots()
+            self._start_targets()
+
+    def target_pool(self, slot: str) -> TargetPool | None:
+        """The pre-launched targets of ``slot``, once started (None: it keeps none)."""
+        return self._pools.get(slot)
 
     def close(self) -> None:
         """Refuse new jobs, cancel the queued ones; running jobs finish (or are cancelled by
@@ -124,18 +150,24 @@ class LocalExecutor(Executor):
             dropped = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
+            pools = list(self._pools.values())
         for q in dropped:
             q.handle.future.set_exception(CancelledError("The executor was closed."))
+        for pool in pools:  # the waiting targets; a running job kills the one it took
+            pool.close()
 
     # --- inside -------------------------------------------------------------------------------
 
-    def _run_job_warm(
+    def _run_job_here(
         self, job: Job, cancel: threading.Event | None, on_progress: Progress | None
     ) -> JobResult:
-        """``run_job`` with the warm worker of this thread's slot."""
-        assert self._workers is not None
-        warm = Warm(self._workers, self._worker_device(pinning.current_device()))
-        return run_job(job, cancel=cancel, on_progress=on_progress, warm=warm)
+        """``run_job`` with the warm worker and the pre-launched targets of this thread's slot."""
+        slot = pinning.current_device()
+        warm = None
+        if self._workers is not None:
+            warm = Warm(self._workers, self._worker_device(slot))
+        targets = self._pools.get(slot or "") if job.mode == "profile" else None
+        return run_job(job, cancel=cancel, on_progress=on_progress, warm=warm, targets=targets)
 
     def _worker_device(self, slot: str | None) -> str:
         """The worker pool's name for a slot: the slot's position, as ``cuda:N`` ("cpu" stays).
@@ -158,6 +190,16 @@ class LocalExecutor(Executor):
             )
             self._slots.append(slot)
             slot.thread.start()
+
+    def _start_targets(self) -> None:
+        """The slots' target pools, at the first profile job (never for a stand-in job
+        function, nor a "cpu" slot unless asked for by number)."""
+        if self._pools or not self._targets_wanted or self._closed:
+            return
+        for slot in self._slots:
+            if slot.device != "cpu" or self._targets_on_cpu:
+                pool = self._pools[slot.device] = TargetPool(slot.device, self._target_count)
+                pool.start()
 
     def _drop_if_queued(self, handle: JobHandle) -> None:
         with self._cond:

@@ -1,0 +1,225 @@
+"""Pre-launched ncu targets (issue 24) on a GPU, side by side in one run, alternating per round.
+
+Two ``nsight-agent serve`` over stdio, each driven by a real MCP client: one with
+``NSIGHT_AGENT_TARGETS=0`` (every ncu run cold, as before) and one with ``NSIGHT_AGENT_TARGETS=1``.
+Per round, in alternating order:
+
+  floor        python + torch + one kernel under ncu, one metric (the raw wall to beat)
+  cold         profile_kernel of that kernel (one config, one run) on the cold server
+  prelaunched  the same call on the other server, once its slot has a target ready
+  diagnose     diagnose_kernel from source on the second server (note: it profiles through
+               service.profile without the executor today, so it launches cold)
+
+Then once: a burst of 10 profile_kernel calls from one client to the second server, back to
+back, the pool replenishing between them (median; how many went pre-launched).
+
+Prints one line per measurement and, at the end, a JSON with every time, the medians, the
+ratios to the floor and the collection path of each call; ``--out DIR`` also writes it to
+DIR/prelaunch.json. On the GPU machine, from the repository root::
+
+    bash .whl/gpu-run.sh 'python3 -m bench.prelaunch --rounds 3 --out $OUT'
+
+About 4-6 minutes with 3 rounds on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+# The raw floor's kernel (x * 2.0 on 2^24 floats) as a profile_kernel source.
+TORCH = """
+import torch
+
+def setup(n, device="cuda"):
+    return (torch.ones(n, device=device),)
+
+def run(x):
+    return x * 2.0
+"""
+TRITON = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+def setup(n, device="cuda"):
+    return (torch.randn(n, device=device),)
+
+def run(x):
+    out = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+    return out
+"""
+ONE = [{"n": 1 << 24}]
+PROFILE = {"source": TORCH, "language": "torch", "configs": ONE, "runs": 1, "method": "ncu"}
+DIAGNOSE = {"source": TRITON, "language": "triton", "configs": ONE}
+FLOOR = (
+    "import torch; x = torch.ones(1 << 24, device='cuda'); torch.cuda.synchronize(); "
+    "y = x * 2.0; torch.cuda.synchronize()"
+)
+READY_WAIT_S = 60.0
+med = statistics.median
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def raw_floor() -> float:
+    ncu = shutil.which("ncu") or "ncu"
+    cmd = [ncu, "--metrics", "gpu__time_duration.sum", "--target-processes", "all"]
+    start = time.monotonic()
+    proc = subprocess.run([*cmd, sys.executable, "-c", FLOOR], capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"raw floor failed: {proc.stderr[-500:]}")
+    return seconds
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+class Server:
+    """One stdio server's client, named for the lines printed."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.client = client
+        self.name = name
+
+    async def call(self, tool: str, args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        start = time.monotonic()
+        result = await self.client.call_tool(tool, args)
+        seconds = time.monotonic() - start
+        if result.is_error:
+            raise RuntimeError(f"{self.name} {tool}: {_text(result)[:800]}")
+        return seconds, dict(result.structured_content or {})
+
+    async def targets(self) -> str:
+        """The first slot's targets as device_info shows them ("1 ready", "off: ...")."""
+        _, info = await self.call("device_info", {})
+        slots = (info.get("pool") or {}).get("slots") or [{}]
+        return str(slots[0].get("targets") or "")
+
+    async def wait_ready(self) -> float:
+        """Seconds until the slot has a ready target; raises past READY_WAIT_S or when off."""
+        start = time.monotonic()
+        while True:
+            state = await self.targets()
+            if state.split(" ")[0].isdigit() and int(state.split(" ")[0]) > 0:
+                return time.monotonic() - start
+            if state.startswith("off") or time.monotonic() - start > READY_WAIT_S:
+                raise RuntimeError(f"{self.name}: no target ready ({state!r})")
+            await anyio.sleep(0.25)
+
+
+@contextlib.asynccontextmanager
+async def server(name: str, targets: str) -> AsyncIterator[Server]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "NSIGHT_AGENT_TARGETS": targets}
+    runs = tempfile.mkdtemp(prefix=f"prelaunch-{name}-")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "nsight_agent", "serve", "--runs-root", runs],
+        env=env,
+    )
+    async with Client(params, read_timeout_seconds=600) as client:
+        yield Server(client, name)
+
+
+async def measure(rounds: int) -> dict[str, Any]:
+    sides = ("floor", "cold", "prelaunched", "diagnose")
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    paths: dict[str, list[str]] = {"cold": [], "prelaunched": [], "burst": []}
+    out: dict[str, Any] = {"times": times, "paths": paths}
+    async with server("cold", "0") as cold, server("prelaunched", "1") as warm:
+        # Warm both: the worker, the CUDA caches; on the second, the first profile job starts
+        # the slot's targets.
+        for s in (cold, warm):
+            seconds, answer = await s.call("profile_kernel", PROFILE)
+            say(f"{s.name} warm-up call {seconds:.2f} s ({answer.get('collection')})")
+        out["first_ready_s"] = await warm.wait_ready()
+        say(f"first target ready {out['first_ready_s']:.2f} s after the warm-up call")
+        for r in range(rounds):
+            for side in sides if r % 2 == 0 else sides[::-1]:
+                if side == "floor":
+                    seconds = await anyio.to_thread.run_sync(raw_floor)
+                    path = ""
+                elif side == "diagnose":
+                    seconds, _ = await warm.call("diagnose_kernel", DIAGNOSE)
+                    path = ""
+                else:
+                    s = cold if side == "cold" else warm
+                    if side == "prelaunched":
+                        await warm.wait_ready()
+                    seconds, answer = await s.call("profile_kernel", PROFILE)
+                    path = str(answer.get("collection"))
+                    paths[side].append(path)
+                times[side].append(seconds)
+                say(f"round {r} {side:12s} {seconds:7.3f} s {path}")
+        await warm.wait_ready()
+        burst_start = time.monotonic()
+        burst: list[float] = []
+        for i in range(10):
+            seconds, answer = await warm.call("profile_kernel", PROFILE)
+            burst.append(seconds)
+            paths["burst"].append(str(answer.get("collection")))
+            say(f"burst {i} {seconds:7.3f} s {answer.get('collection')}")
+        times["burst"] = burst
+        out["burst_total_s"] = time.monotonic() - burst_start
+    return out
+
+
+def summary(out: dict[str, Any]) -> dict[str, Any]:
+    times = out["times"]
+    medians = {k: round(med(v), 3) for k, v in times.items() if v}
+    floor = medians.get("floor")
+    ratios = {k: round(v / floor, 3) for k, v in medians.items() if floor and k != "floor"}
+    prelaunched = sum(p == "pre-launched" for p in out["paths"]["burst"])
+    return {
+        "medians_s": medians,
+        "ratio_to_floor": ratios,
+        "prelaunched_over_cold": round(medians["prelaunched"] / medians["cold"], 3)
+        if medians.get("cold") and medians.get("prelaunched")
+        else None,
+        "burst_prelaunched": f"{prelaunched} of {len(out['paths']['burst'])}",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="write DIR/prelaunch.json")
+    args = parser.parse_args()
+    start = time.monotonic()
+    out = anyio.run(measure, args.rounds)
+    report = {**summary(out), **out, "wall_s": round(time.monotonic() - start, 1)}
+    text = json.dumps(report, indent=1)
+    print(text, flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "prelaunch.json").write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+"""Probe ncu's launch/attach mode for pre-launched targets (issue 24), on a GPU machine with ncu.
+
+A target is a Python process started under ``ncu --mode launch`` that imports torch and
+triton, writes a ready file, waits for a job file, then runs a few kernels (the first CUDA
+call suspends it until a profiler attaches). Each case below is timed and its outcome kept:
+
+  floor        python + torch + one kernel, cold, without and under ncu (the wall to beat)
+  ready        does the target reach its ready file (no CUDA call while importing)?
+  attach       job handed, then ``ncu --mode attach``: latency from job to report
+  early        attach started before the job arrives (the target still in Python)
+  nvtx         attach with an NVTX include filter: only the job's range profiled?
+  options      attach with replay, cache, clock and section options
+  app_replay   attach with --replay-mode application (expected to be refused)
+  two          two targets at once on two ports
+  kill         the launcher killed while its target waits: is the target left behind?
+
+    python3 -m bench.probes.prelaunch [--out DIR]     (writes DIR/prelaunch.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TARGET = r"""
+import json, os, sys, time
+t0 = time.time()
+import torch, triton, triton.language as tl, nvtx
+work = sys.argv[1]
+open(os.path.join(work, "ready.json"), "w").write(json.dumps({"import_s": time.time() - t0}))
+job = os.path.join(work, "job.json")
+while not os.path.exists(job):
+    time.sleep(0.002)
+t_job = time.time()
+x = torch.ones(1 << 22, device="cuda")
+t_cuda = time.time()
+for i in range(3):
+    if i == 2:
+        r = nvtx.start_range("job", domain="probe")
+    y = x * 2.0 + 1.0
+    if i == 2:
+        torch.cuda.synchronize()
+        nvtx.end_range(r)
+torch.cuda.synchronize()
+open(os.path.join(work, "done.json"), "w").write(json.dumps(
+    {"first_cuda_s": t_cuda - t_job, "job_to_done_s": time.time() - t_job}))
+"""
+
+COLD = r"""
+import torch
+x = torch.ones(1 << 22, device="cuda")
+y = x * 2.0 + 1.0
+torch.cuda.synchronize()
+"""
+
+
+def _run(cmd: list[str], timeout: float = 120.0) -> tuple[int, float, str]:
+    t = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, time.perf_counter() - t, (p.stdout + p.stderr)[-1500:]
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return -999, time.perf_counter() - t, f"TIMEOUT {timeout}s " + out[-800:]
+
+
+def _kernels(rep: Path) -> list[str] | str:
+    """Each profiled kernel's name and the NVTX ranges its action recorded (attach mode takes
+    no --nvtx option: is the NVTX state in the report anyway?)."""
+    try:
+        import ncu_report
+
+        rng = ncu_report.load_report(str(rep)).range_by_idx(0)
+        out = []
+        for i in range(rng.num_actions()):
+            a = rng.action_by_idx(i)
+            state = a.nvtx_state()
+            ranges = []
+            if state is not None:
+                for d in state.domains():
+                    dom = state.domain_by_id(d)
+                    ranges += [
+                        f"{dom.name()}:{n}"
+                        for n in [*dom.start_end_ranges(), *dom.push_pop_ranges()]
+                    ]
+            out.append(f"{a.name()} {ranges}")
+        return out
+    except Exception as e:
+        return f"unreadable: {e}"
+
+
+def _wait(path: Path, timeout: float) -> float | None:
+    t = time.perf_counter()
+    while time.perf_counter() - t < timeout:
+        if path.exists():
+            return time.perf_counter() - t
+        time.sleep(0.005)
+    return None
+
+
+def _pids(pattern: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    return out.split()
+
+
+class Target:
+    def __init__(
+        self, root: Path, name: str, port_args: list[str], launch_args: tuple[str, ...] = ()
+    ) -> None:
+        self.work = root / name
+        self.work.mkdir(parents=True)
+        script = self.work / "target.py"
+        script.write_text(TARGET)
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [
+                "ncu",
+                "--mode",
+                "launch",
+                *port_args,
+                *launch_args,
+                sys.executable,
+                str(script),
+                str(self.work),
+            ],
+            stdout=open(self.work / "launch.log", "w"),  # noqa: SIM115 - lives with the target
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def ready(self, timeout: float = 90.0) -> float | None:
+        got = _wait(self.work / "ready.json", timeout)
+        return None if got is None else time.perf_counter() - self.t0
+
+    def give_job(self) -> None:
+        (self.work / "job.json").write_text("{}")
+
+    def log(self) -> str:
+        return (self.work / "launch.log").read_text()[-1200:]
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def attach(
+    rep: Path, extra: list[str], port_args: list[str], timeout: float = 120.0
+) -> dict[str, Any]:
+    cmd = [
+        "ncu",
+        "--mode",
+        "attach",
+        "--hostname",
+        "127.0.0.1",
+        *port_args,
+        "-f",
+        "-o",
+        str(rep),
+        *extra,
+    ]
+    rc, secs, out = _run(cmd, timeout)
+    rep_file = rep.with_suffix(".ncu-rep")
+    return {
+        "cmd": " ".join(cmd[3:]),
+        "rc": rc,
+        "attach_s": round(secs, 3),
+        "tail": out[-700:],
+        "report": rep_file.exists(),
+        "kernels": _kernels(rep_file) if rep_file.exists() else None,
+    }
+
+
+def filters(root: Path) -> dict[str, Any]:
+    """Filters at launch (NVTX) and at attach (kernel name, launch count): which are accepted,
+    and does the report hold only what they select? The job's range holds 2 of 6 kernels."""
+    metric = ["--metrics", "gpu__time_duration.sum"]
+    cases = [
+        ("launch_nvtx_only", ("--nvtx",), metric),
+        ("attach_kernel_regex", (), [*metric, "-k", "regex:elementwise", "-c", "2"]),
+        ("attach_launch_skip", (), [*metric, "--launch-skip", "4", "--launch-count", "1"]),
+    ]
+    out: dict[str, Any] = {}
+    for name, launch_args, attach_args in cases:
+        t = Target(root, name, [], launch_args)
+        case: dict[str, Any] = {"ready_s": t.ready(), "launch_args": list(launch_args)}
+        if case["ready_s"] is not None:
+            t.give_job()
+            time.sleep(0.2)
+            case.update(attach(root / name, attach_args, []))
+            try:
+                t.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                case["target_alive_after_attach"] = True
+        case["launch_log"] = t.log()[-400:]
+        t.kill()
+        out[name] = case
+        print(name, json.dumps(case)[:700], flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
+    ap.add_argument("--filters-only", action="store_true", help="only the filter cases")
+    args = ap.parse_args()
+    if args.filters_only:
+        root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        Path(args.out, "prelaunch_filters.json").write_text(json.dumps(filters(root), indent=1))
+        return
+    out: dict[str, Any] = {}
+    root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
+    helptext = subprocess.run(["ncu", "--help"], capture_output=True, text=True).stdout
+    out["help"] = [
+        ln.strip()
+        for ln in helptext.splitlines()
+        if re.search(r"--(mode|hostname|port|max-connections)\b", ln)
+    ]
+    has_port = "--port" in helptext
+    metric = ["--metrics", "gpu__time_duration.sum"]
+
+    cold = root / "cold.py"
+    cold.write_text(COLD)
+    floor = []
+    for i in range(2):
+        rc1, t_plain, _ = _run([sys.executable, str(cold)])
+        rc2, t_ncu, _tail = _run(
+            ["ncu", *metric, "-f", "-o", str(root / f"floor{i}"), sys.executable, str(cold)]
+        )
+        floor.append({"plain_s": round(t_plain, 2), "ncu_s": round(t_ncu, 2), "rc": [rc1, rc2]})
+    out["floor"] = floor
+    print("floor", floor, flush=True)
+
+    # ready + attach after the job (the target suspended at its first CUDA call)
+    cases: dict[str, Any] = {}
+    for name, extra, early in [
+        ("attach", metric, False),
+        ("attach2", metric, False),
+        ("early", metric, True),
+        ("nvtx", [*metric, "--nvtx", "--nvtx-include", "probe@job/"], False),
+        (
+            "options",
+            [
+                "--replay-mode",
+                "kernel",
+                "--cache-control",
+                "all",
+                "--clock-control",
+                "base",
+                "--section",
+                "SpeedOfLight",
+                "--section",
+                "LaunchStats",
+            ],
+            False,
+        ),
+        ("app_replay", ["--replay-mode", "application", *metric], False),
+    ]:
+        t = Target(root, name, [])
+        ready = t.ready()
+        case: dict[str, Any] = {"ready_s": None if ready is None else round(ready, 2)}
+        if ready is None:
+            case["launch_log"] = t.log()
+            t.kill()
+            cases[name] = case
+            continue
+        time.sleep(0.5)
+        t0 = time.perf_counter()
+        if early:
+            import threading
+
+            res: dict[str, Any] = {}
+            th = threading.Thread(
+                target=lambda r=res, n=name, e=extra: r.update(attach(root / n, e, []))
+            )
+            th.start()
+            time.sleep(1.0)
+            t.give_job()
+            th.join(150)
+            case.update(res)
+        else:
+            t.give_job()
+            time.sleep(0.2)
+            case.update(attach(root / name, extra, []))
+        case["job_to_report_s"] = round(time.perf_counter() - t0, 3)
+        try:
+            t.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            case["target_alive_after_attach"] = True
+        case["launcher_rc"] = t.proc.returncode
+        done = t.work / "done.json"
+        case["done"] = json.loads(done.read_text()) if done.exists() else None
+        case["launch_log"] = t.log()[-500:]
+        t.kill()
+        cases[name] = case
+        print(name, json.dumps(case)[:600], flush=True)
+    out["cases"] = cases
+
+    # two at once
+    two: dict[str, Any] = {"has_port_option": has_port}
+    pa = [["--port", "49200"], ["--port", "49300"]] if has_port else [[], []]
+    ts = [Target(root, f"two{i}", pa[i]) for i in range(2)]
+    two["ready_s"] = [t.ready() for t in ts]
+    for t in ts:
+        t.give_job()
+    time.sleep(0.3)
+    two["attach"] = [attach(root / f"two{i}", metric, pa[i], 90) for i in range(2)]
+    two["launch_logs"] = [t.log()[-400:] for t in ts]
+    for t in ts:
+        t.kill()
+    out["two"] = two
+    print("two", json.dumps(two)[:800], flush=True)
+
+    # kill the launcher while its target waits for a job
+    k = Target(root, "kill", [])
+    kr: dict[str, Any] = {"ready_s": k.ready()}
+    kr["pids_before"] = _pids(str(k.work / "target.py"))
+    k.proc.send_signal(signal.SIGTERM)
+    try:
+        k.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        kr["launcher_survived_sigterm"] = True
+    time.sleep(1.0)
+    kr["pids_after_sigterm"] = _pids(str(k.work / "target.py"))
+    k.kill()
+    time.sleep(0.5)
+    kr["pids_after_killpg"] = _pids(str(k.work / "target.py"))
+    out["kill"] = kr
+    print("kill", kr, flush=True)
+
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    Path(args.out, "prelaunch.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The collect stage through a pre-launched target: hand it the job, attach ncu, check the
+outcome as a cold run's. The target waits under ``ncu --mode launch`` (``worker/targets.py``);
+the run leaves the same report, log, program output and errors as a cold one.
+
+ncu 2025.3.1 (measured on the H200): an attach finds a target only once the target is
+suspended at its first CUDA call; before that it fails in about 0.6 s ("No attachable process
+found"), so it is tried again until it connects, the target ends, or the run's time is up.
+Connected, it profiles every kernel (inside the NVTX filter given at the launch) until the
+target exits. A failure of the attach itself, not of the program, the metric names or the
+counters, raises ``AttachFailed``: the caller launches cold and records why. The target is
+single use and killed (its process group) however the run ends.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from nsight_agent.annotation import CALL_DOMAIN, NCU_NVTX_INCLUDE
+from nsight_agent.engine import process
+from nsight_agent.engine.collection import extract, ncu
+from nsight_agent.errors import NcuError
+
+NOT_FOUND = re.compile(r"No attachable process|No processes found")
+RETRY_S = 0.1  # between attaches that found no target yet (each costs ncu's start, ~0.6 s)
+PRELAUNCHED = "pre-launched"
+
+
+class Prelaunched(Protocol):
+    """One target waiting under ``ncu --mode launch`` for its one job (``worker/targets.py``)."""
+
+    @property
+    def port(self) -> int: ...
+
+    def hand(self, run_dir: Path, argv: Sequence[str], output: Path) -> None:
+        """Give the target its job: run ``argv`` (harness.py ...) in ``run_dir``."""
+
+    def ended(self) -> bool:
+        """Whether the target (and its launcher) exited."""
+
+    def exit_status(self) -> int | None:
+        """The harness's exit status once the target ended (None: unknown yet)."""
+
+    def kill(self) -> None:
+        """Kill the target's process group; idempotent."""
+
+
+class TargetSource(Protocol):
+    """Where a job finds a ready target: one GPU slot's pool."""
+
+    def take(self) -> Prelaunched | None:
+        """A ready target, now the caller's, or None."""
+
+    def why_none(self) -> str:
+        """Why ``take`` found none (starting, off and why)."""
+
+    def turn_off(self, why: str) -> None:
+        """Serve no more jobs: what the targets give cannot be used here."""
+
+
+class AttachFailed(Exception):
+    """ncu could not profile through the target; the message says why (the caller goes cold).
+    ``lasting``: every attach here would fail the same way (the pool turns off)."""
+
+    def __init__(self, message: str, lasting: bool = False) -> None:
+        super().__init__(message)
+        self.lasting = lasting
+
+
+def cold_reason(options: ncu.NcuOptions) -> str | None:
+    """Why these options need a cold launch, or None when a pre-launched target serves them."""
+    if options.replay_mode != "kernel":
+        # ncu refuses application replay in attach mode; range replay there is unmeasured.
+        return f"replay_mode={options.replay_mode} (targets serve kernel replay only)"
+    if tuple(options.nvtx_include) != (NCU_NVTX_INCLUDE,):
+        return "an NVTX filter other than the harness's"
+    if options.sections:
+        # ncu 2025.3.1 takes no NVTX filter in launch or attach mode: an attached ncu profiles
+        # every kernel of the harness (set-up, correctness, warm-up too). With sections each
+        # costs many replays, more than the launch it saves.
+        return "sections requested (attach mode profiles every kernel: no NVTX filter)"
+    if options.extra_args:
+        return "extra ncu arguments"
+    return None
+
+
+def collect(
+    target: Prelaunched,
+    options: ncu.NcuOptions,
+    *,
+    argv: Sequence[str],
+    run_dir: Path,
+    report_path: Path,
+    log_path: Path,
+    output_path: Path,
+    timeout: float,
+    error_path: Path | None = None,
+    poll: Callable[[], None] | None = None,
+    suggest: ncu.Suggest | None = None,
+    tag: str | None = None,
+) -> ncu.NcuRun:
+    """``ncu.collect``'s run and checks, through ``target``: the same report, log, program
+    output and errors. Raises ``AttachFailed`` when the attach itself failed."""
+    attach_argv = ncu.attach_argv(ncu.find_ncu(), options, target.port, report_path.with_suffix(""))
+    start = time.monotonic()
+    try:
+        target.hand(run_dir, argv, output_path)
+        attached = _attach(attach_argv, target, log_path, output_path, start, timeout, poll, tag)
+        if attached.returncode == 0:  # else the target may never end: it is killed below
+            _wait_for_end(target, output_path, start, timeout, poll)
+        status = target.exit_status()
+    finally:
+        target.kill()  # single use; also on a timeout, a cancel, an error
+    process.cap_output(output_path)
+    log = _read(log_path)
+    if attached.returncode != 0 and not ncu.ERROR_LINE.search(log):
+        raise AttachFailed(f"ncu --mode attach exited with status {attached.returncode}")
+    # The attach's own status when it failed; else the harness's, as a cold ncu returns it.
+    returncode = attached.returncode or (status if status is not None else 0)
+    seconds = time.monotonic() - start
+    result = ncu.NcuRun(attach_argv, returncode, report_path, log_path, output_path, seconds)
+    program_error = ""
+    if error_path is not None and error_path.exists():
+        program_error = error_path.read_text(errors="replace")
+    try:
+        ncu.check(result, program_error=program_error, suggest=suggest)
+    except NcuError as err:  # ncu's own failure: the program, names and counters were fine
+        raise AttachFailed(err.message.splitlines()[0][:200]) from err
+    if returncode == 0 and not _has_call_ranges(report_path):
+        raise AttachFailed("the attached report records no NVTX call ranges", lasting=True)
+    return result
+
+
+def _has_call_ranges(report_path: Path) -> bool:
+    """Whether some action of the report ran inside a harness call range: the extraction maps
+    actions to calls by them, and attach mode cannot be told to record NVTX (--nvtx)."""
+    try:
+        actions = extract.iter_actions(extract.load(report_path))
+    except Exception:
+        return True
+    return any(CALL_DOMAIN in extract.nvtx_ranges(a) for a in actions)
+
+
+def _attach(
+    argv: list[str],
+    target: Prelaunched,
+    log_path: Path,
+    output_path: Path,
+    start: float,
+    timeout: float,
+    poll: Callable[[], None] | None,
+    tag: str | None,
+) -> process.Finished:
+    """Attach until ncu finds the target suspended at its first CUDA call."""
+    while True:
+        left = timeout - (time.monotonic() - start)
+        if left <= 0:
+            raise ncu.timeout_error(timeout, output_path)
+        try:
+            done = process.run_to_file(argv, output_path=log_path, timeout=left, poll=poll, tag=tag)
+        except process.RunTimeout:
+            raise ncu.timeout_error(timeout, output_path) from None
+        if done.returncode == 0 or not NOT_FOUND.search(_read(log_path)):
+            return done
+        if target.ended():
+            raise AttachFailed("the target ended before ncu could attach (no CUDA call?)")
+        if poll is not None:
+            poll()
+        time.sleep(RETRY_S)
+
+
+def _wait_for_end(
+    target: Prelaunched,
+    output_path: Path,
+    start: float,
+    timeout: float,
+    poll: Callable[[], None] | None,
+) -> None:
+    """The attach ends with the target; wait for its launcher to exit too."""
+    while not target.ended():
+        if time.monotonic() - start > timeout:
+            raise ncu.timeout_error(timeout, output_path)
+        if poll is not None:
+            poll()
+        time.sleep(0.02)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
