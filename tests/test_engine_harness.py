@@ -166,7 +166,7 @@ def test_each_language_renders_valid_python_with_the_call_ranges(
     compile(text, str(harness), "exec")
     assert specific in text
     assert 'nvtx.start_range(f"call={index}", domain=CALL_DOMAIN)' in text
-    assert "with annotate(name):" in text
+    assert "with annotate(name), runtime.op_ranges(" in text
     assert (tmp_path / "user_source.py").read_text() == req.source
 
 
@@ -364,3 +364,20 @@ def test_broken_sources_write_a_structured_error_and_exit_non_zero(
     assert err.stage == stage and err.line == line
     if line is not None:
         assert f"line {line}" in str(err)
+
+
+def test_torch_operator_ranges_only_when_diagnosing(tmp_path: Path) -> None:
+    """diagnose_kernel asks for torch's operator ranges (emit_nvtx, with shapes) so a step's
+    kernels group by operator; other requests do not pay for them."""
+    import contextlib
+
+    import torch
+
+    from nsight_agent.engine.harness import runtime
+
+    assert isinstance(runtime.op_ranges(False), contextlib.nullcontext)
+    assert isinstance(runtime.op_ranges(True), torch.autograd.profiler.emit_nvtx)
+    plain = request_for("torch_softmax.py", "torch", configs=[{"rows": 2, "cols": 3}])
+    assert render.spec_for(plain, tmp_path)[0]["torch_ranges"] is False
+    step = plain.model_copy(update={"torch_ranges": True})
+    assert render.spec_for(step, tmp_path)[0]["torch_ranges"] is True

@@ -364,6 +364,7 @@ def fake_profile(
         on_progress: Callable[[int, int, str], None] | None = None,
         cancel: threading.Event | None = None,
         preflight: Any = None,  # the server's warm pre-flight: this stand-in runs none
+        targets: Any = None,  # the slot's pre-launched ncu targets: none here
     ) -> RunResult:
         seen["cancel"] = cancel
         total = 3
