@@ -36,6 +36,7 @@ class Launch:
     dram_bytes: float | None
     bound: str
     intensity: float | None = None  # FLOP per DRAM byte, when FLOP were counted
+    owner: str = ""  # for people: "yours", "ATen", "cuBLAS", ...
 
 
 class StepCause(BaseModel):

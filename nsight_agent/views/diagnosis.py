@@ -21,7 +21,7 @@ from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
 from nsight_agent.engine.collection import extract
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.report import gpu_name
-from nsight_agent.views.step import StepView, places, step_view
+from nsight_agent.views.step import Placed, StepView, places, step_view
 
 
 class KernelShare(BaseModel):
@@ -66,10 +66,13 @@ def _duration(action: Any) -> float:
     return value or 0.0
 
 
-def kernels_by_time(actions: Sequence[Any]) -> list[tuple[str, str | None, float, list[Any]]]:
-    """(name, operator or range, summed ns, actions) per kernel and place, most time first."""
+def kernels_by_time(
+    actions: Sequence[Any], placed: Placed | None = None
+) -> list[tuple[str, str | None, float, list[Any]]]:
+    """(name, operator or range, summed ns, actions) per kernel and place, most time first;
+    ``placed``: ``places(actions)``, when the caller already read the ranges."""
     groups: dict[tuple[str, str | None], list[Any]] = {}
-    for a, (_ranges, label, _op) in zip(actions, places(actions), strict=True):
+    for a, (_ranges, label, _op) in zip(actions, placed or places(actions), strict=True):
         name = dm.kernel_name(a)
         groups.setdefault((name, None if label == name[:60] else label), []).append(a)
     rows = [(n, op, sum(_duration(a) for a in acts), acts) for (n, op), acts in groups.items()]
@@ -95,7 +98,8 @@ def diagnose_report(
     inputs and outputs). ``user_kernels``: names the user's source defines (the owner);
     ``wall_ns``: one call's time on the GPU timeline, for the host-gap finding."""
     actions = extract.iter_actions(extract.load(path))
-    rows = kernels_by_time(actions)
+    placed = places(actions)  # read once: the kernel list and the step view both group by it
+    rows = kernels_by_time(actions, placed)
     total = sum(r[2] for r in rows)
     pg = page(
         len(rows),
@@ -141,7 +145,7 @@ def diagnose_report(
             for k in full
             if k.diagnosis.causes
         }
-        step = step_view(actions, user_kernels, wall_ns, gains)
+        step = step_view(actions, user_kernels, wall_ns, gains, placed)
     return ReportDiagnosis(
         report=str(path),
         gpu=gpu_name(actions),

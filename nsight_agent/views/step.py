@@ -126,7 +126,10 @@ def _bytes(r: dm.Reader, ns: float) -> float | None:
     return per_s * ns * 1e-9 if per_s is not None else None
 
 
-def places(actions: Sequence[Any]) -> list[tuple[dict[str, list[str]], str, str | None]]:
+Placed = list[tuple[dict[str, list[str]], str, str | None]]
+
+
+def places(actions: Sequence[Any]) -> Placed:
     """Each action's (NVTX ranges, group label, torch op), ranges enclosing every action left out."""
     all_ranges = [extract.nvtx_ranges(a) for a in actions]
     user_sets = [set(_split(r)[0]) for r in all_ranges]
@@ -138,14 +141,14 @@ def places(actions: Sequence[Any]) -> list[tuple[dict[str, list[str]], str, str 
 
 
 def launches_of(
-    actions: Sequence[Any], user_kernels: set[str] | None
+    actions: Sequence[Any], user_kernels: set[str] | None, placed: Placed | None = None
 ) -> tuple[list[Launch], list[float], int]:
     """Every action as a ``Launch`` in report (launch) order, its SOL fraction, and the number
-    of calls the report holds."""
+    of calls the report holds; ``placed``: ``places(actions)`` when the caller has it."""
     out: list[Launch] = []
     sol: list[float] = []
     calls: set[int] = set()
-    for a, (ranges, group, op) in zip(actions, places(actions), strict=True):
+    for a, (ranges, group, op) in zip(actions, placed or places(actions), strict=True):
         r = dm.Reader(a)
         ns = r.get(dm.DURATION, required=False) or 0.0
         name = dm.kernel_name(a)
@@ -154,14 +157,12 @@ def launches_of(
             calls.add(call)
         b = classify(a)
         owner = owner_of(name, user_kernels, op)
-        out.append(Launch(name, group, owner.kind, ns, _bytes(r, ns), b.bound, b.intensity))
+        label = "yours" if owner.kind == "user" else owner.who
+        launch = Launch(name, group, owner.kind, ns, _bytes(r, ns), b.bound, b.intensity, label)
+        out.append(launch)
         busiest = max(b.compute_pct or 0.0, b.memory_pct or 0.0)
         sol.append(min(1.0, max(busiest, 1.0) / 100.0) if b.compute_pct is not None else 1.0)
     return out, sol, max(1, len(calls))
-
-
-def _owner_label(kind: str, who: str) -> str:
-    return "yours" if kind == "user" else who
 
 
 def step_view(
@@ -169,13 +170,15 @@ def step_view(
     user_kernels: set[str] | None = None,
     wall_ns: float | None = None,
     cause_gain: dict[str, float] | None = None,
+    placed: Placed | None = None,
 ) -> StepView:
     """The step: groups by time, owners, Amdahl bounds, and the step-level causes.
 
     ``cause_gain``: kernel name -> its top cause's estimated gain in % (the kernel diagnosis):
     a kernel at full speed of wasted work (uncoalesced sectors) is not at its roof.
+    ``placed``: ``places(actions)``, when the caller already read the ranges.
     """
-    launches, sol, calls = launches_of(actions, user_kernels)
+    launches, sol, calls = launches_of(actions, user_kernels, placed)
     gains = cause_gain or {}
     sol = [
         min(f, 1.0 - gains.get(x.kernel, 0.0) / 100.0) for f, x in zip(sol, launches, strict=True)
@@ -191,11 +194,10 @@ def step_view(
         saved = sum(launches[i].ns * (1.0 - sol[i]) for i in idx)
         longest = max(idx, key=lambda i: launches[i].ns)
         x = launches[longest]
-        owner = owner_of(x.kernel, user_kernels, None if x.group == x.kernel[:60] else x.group)
         rows.append(
             StepGroup(
                 group=label,
-                owner=_owner_label(owner.kind, owner.who),
+                owner=x.owner,
                 launches=round(len(idx) / calls),
                 share_pct=(sig(100.0 * ns / total, 3) or 0.0) if total else 0.0,
                 us=sig(ns / calls / 1e3, 3) or 0.0,
