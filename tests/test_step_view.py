@@ -187,9 +187,31 @@ def test_a_kernel_with_no_cause_of_ours_takes_ncus_estimate() -> None:
     assert "no cause found" in diagnose_action(FakeAction(quiet, small)).headline
 
 
+def test_non_fused_fp_instructions_are_not_a_precision_cause() -> None:
+    """ncu's FPInstructions rule counts FADD/FMUL pairs that could be one FFMA. Mapped to
+    slow_precision, it called ATen's fp32 `mul` and `gelu` kernels (memory-bound, no fp64)
+    "a slower precision than needed" on the H200 (the chain step's deeper pass)."""
+    fp32 = "FP32 Non-Fused Instructions"
+    memory = {**BASE, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed": 73.0}
+    for kind in (1, 2):  # local, global
+        d = diagnose_action(FakeAction(memory, [rule("FPInstructions", fp32, 50.0, kind=kind)]))
+        assert all(c.id not in ("slow_precision", "tensor_cores_idle") for c in d.causes), d
+        assert "precision" not in d.headline
+    # A local estimate on a memory-bound kernel is listed, not made its cause.
+    d = diagnose_action(FakeAction(memory, [rule("FPInstructions", fp32, 50.0, kind=1)]))
+    assert d.bound.bound == "memory-bound" and not d.causes
+    assert d.unmapped and d.unmapped[0].startswith("FPInstructions")
+    # Where it is passed through, it is ncu's rule under its own title.
+    quiet = {**BASE, "sm__throughput.avg.pct_of_peak_sustained_elapsed": 65.0}
+    d = diagnose_action(FakeAction(quiet, [rule("FPInstructions", fp32, 50.0)]))
+    assert (d.causes[0].id, d.causes[0].title) == ("ncu_rule", f"ncu: {fp32}")
+
+
 @pytest.mark.parametrize("step_id", IDS)
 def test_no_sizeable_kernel_is_silent_beside_an_ncu_estimate(step_id: str) -> None:
-    """No kernel with >= 5 % of the step says "no cause found" while ncu estimates >= 20 %."""
+    """No kernel with >= 5 % of the step says "no cause found" while ncu estimates >= 20 % of
+    its run time (a global estimate; a local one only counts when the kernel is not
+    memory-bound: a faster SM unit does not shorten a kernel that waits on memory)."""
     d = diagnosed(step_id)
     actions = extract.iter_actions(extract.load(report(step_id)))
     by_name: dict[str, list[Any]] = {}
@@ -199,11 +221,13 @@ def test_no_sizeable_kernel_is_silent_beside_an_ncu_estimate(step_id: str) -> No
     for k in d.kernels:
         if (k.share_pct or 0.0) < 5.0:
             continue
+        memory_bound = k.diagnosis.bound.bound == "memory-bound"
         best = max(
             (
                 f.estimated_speedup_pct or 0.0
                 for a in by_name[k.diagnosis.kernel]
                 for f in findings(a)
+                if not (memory_bound and f.speedup_type == "local")
             ),
             default=0.0,
         )

@@ -53,7 +53,9 @@ RULE_CAUSES: dict[str, tuple[CauseId, ...]] = {
         "occupancy_shared_memory",
         "occupancy_block_size",
     ),
-    "FPInstructions": ("slow_precision", "tensor_cores_idle"),
+    # FPInstructions is not here: its titles ("FP32/FP64 Non-Fused Instructions") count FADD
+    # and FMUL that could be one FFMA, which is neither a precision nor a tensor-core cause
+    # (mapped so, it called ATen's fp32 elementwise kernels "a slower precision than needed").
 }
 # LaunchConfiguration says several things; its message title names which.
 LAUNCH_TITLES: dict[str, CauseId] = {

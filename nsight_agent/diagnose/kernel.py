@@ -120,7 +120,9 @@ def _rank(causes: list[Cause], t: DiagnosisThresholds) -> list[Cause]:
 def _from_ncu(ctx: Context) -> list[Cause]:
     """Never silent: when none of our checks names a cause, ncu's rules that estimate a
     sizeable gain become causes, mapped into the vocabulary where they map, else passed
-    through as ``ncu_rule``; the gain is ncu's, and a local estimate says so."""
+    through as ``ncu_rule``; the gain is ncu's, and a local estimate says so. A local
+    estimate (one SM unit's throughput, or occupancy) is not passed through for a
+    memory-bound kernel: a faster SM unit does not shorten a kernel that waits on memory."""
     out: list[Cause] = []
     # Rules that name a defect before symptom rules (utilisation, stalls), each by estimate.
     found = sorted(
@@ -131,6 +133,8 @@ def _from_ncu(ctx: Context) -> list[Cause]:
         if f.type not in ("optimization", "warning") or est is None:
             continue
         if est < ctx.t.ncu_passthrough_pct:
+            continue
+        if f.speedup_type == "local" and ctx.bound.bound == "memory-bound":
             continue
         mapped = ck.causes_of(f) or ck.fallback_of(f)
         cause_id = mapped[0] if mapped else "ncu_rule"
