@@ -5,7 +5,10 @@ Starts ``nsight-agent serve`` over stdio, calls ``diagnose_kernel`` on the two s
 time, the answer's size (whole, and the step summary), the step's groups (owner, share, Amdahl
 bound), its causes, and each diagnosed kernel's owner, headline and first action.
 
-    python3 -m bench.step_view [--out DIR]        (writes DIR/step_view.json)
+    python3 -m bench.step_view [--out DIR] [--only NAME]
+
+writes DIR/step_view.json (the brief), DIR/answer_NAME.json (each whole answer) and
+DIR/reports_NAME.tar.xz (the run's reports, to read again on a machine without a GPU).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -58,15 +62,27 @@ def _brief(d: dict[str, Any]) -> dict[str, Any]:
     return {"step": step, "kernels": kernels, "others": others, "passes": d.get("passes")}
 
 
-async def main(out: Path) -> None:
+def _keep_reports(runs: Path, run_id: str, dest: Path) -> None:
+    """The run's .ncu-rep files, xz-compressed (a step's reports are megabytes each)."""
+    reports = sorted((runs / run_id).rglob("*.ncu-rep")) if run_id else []
+    if reports:
+        with tarfile.open(dest, "w:xz", preset=9) as tar:
+            for rep in reports:
+                tar.add(rep, arcname=str(rep.relative_to(runs)))
+
+
+async def main(out: Path, only: str | None) -> None:
+    runs = Path(tempfile.mkdtemp(prefix="sv-runs-"))
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "nsight_agent", "serve", "--runs-root", tempfile.mkdtemp(prefix="sv-runs-")],
+        args=["-m", "nsight_agent", "serve", "--runs-root", str(runs)],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     found: dict[str, Any] = {}
     async with Client(params, read_timeout_seconds=600) as client:
         for name, path, language, configs in CASES:
+            if only and name != only:
+                continue
             args = {"source": (ROOT / path).read_text(), "language": language, "configs": configs}
             t = time.monotonic()
             result = await client.call_tool("diagnose_kernel", args)
@@ -86,9 +102,13 @@ async def main(out: Path) -> None:
             print(name, json.dumps(found[name]), flush=True)
             out.mkdir(parents=True, exist_ok=True)  # after each case: a timeout keeps the rest
             (out / "step_view.json").write_text(json.dumps(found, indent=1))
+            (out / f"answer_{name}.json").write_text(json.dumps(data, indent=1))
+            _keep_reports(runs, str(data.get("run_id") or ""), out / f"reports_{name}.tar.xz")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
-    anyio.run(main, Path(ap.parse_args().out))
+    ap.add_argument("--only", choices=[c[0] for c in CASES])
+    args = ap.parse_args()
+    anyio.run(main, Path(args.out), args.only)
