@@ -27,7 +27,7 @@ from nsight_agent.diagnose.kernel import diagnose_action
 from nsight_agent.diagnose.owner import Owner, owner_of, user_kernel_names
 from nsight_agent.diagnose.step import Launch, host_gaps, launch_bound, unfused_chains
 from nsight_agent.engine.collection import extract
-from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
+from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report, kernels_by_time
 from nsight_agent.views.step import clean_op, group_of
 from tests.fakes import FakeAction
 from tests.test_diagnose_causes import BASE, rule
@@ -59,9 +59,17 @@ def diagnosed(step_id: str) -> ReportDiagnosis:
         report(step_id),
         limit=10,
         one_line=0,
-        user_kernels=user_kernel_names(PROGRAMS.read_text()),
+        user_kernels=user_kernel_names((ROOT / entry.get("source", PROGRAMS)).read_text()),
         wall_ns=None if wall is None else wall * 1e3,
     )
+
+
+@functools.cache
+def launches_of(step_id: str) -> dict[tuple[str, str | None], list[Any]]:
+    """The report's actions per (kernel name as diagnosed, operator): one kernel's launches,
+    not every kernel that shares its name (ATen's elementwise kernels all do)."""
+    actions = extract.iter_actions(extract.load(report(step_id)))
+    return {(name[:80], op): acts for name, op, _ns, acts in kernels_by_time(actions)}
 
 
 def step_causes(step_id: str) -> set[str]:
@@ -208,15 +216,30 @@ def test_non_fused_fp_instructions_are_not_a_precision_cause() -> None:
 
 
 @pytest.mark.parametrize("step_id", IDS)
+def test_only_kernels_that_run_fp64_math_are_told_of_fp64(step_id: str) -> None:
+    """slow_precision names fp64 math: a kernel that executed no DADD/DMUL/DFMA (the report's
+    own instruction counters) never gets it, whatever ncu's rules said."""
+    names = [f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in ("dadd", "dmul")]
+    names.append("smsp__sass_thread_inst_executed_op_dfma_pred_on.sum")
+    told = 0
+    for k in diagnosed(step_id).kernels:
+        dg = k.diagnosis
+        acts = launches_of(step_id)[(dg.kernel, k.op)]
+        counted = [a.metric_by_name(n) for a in acts for n in names]
+        fp64 = sum(m.as_double() for m in counted if m is not None)
+        if fp64 == 0.0:
+            told += 1
+            assert "slow_precision" not in [c.id for c in dg.causes], (k.op, dg.headline)
+            assert "precision than" not in dg.headline, (k.op, dg.headline)
+    assert told  # every step here runs fp32/bf16 kernels only
+
+
+@pytest.mark.parametrize("step_id", IDS)
 def test_no_sizeable_kernel_is_silent_beside_an_ncu_estimate(step_id: str) -> None:
     """No kernel with >= 5 % of the step says "no cause found" while ncu estimates >= 20 % of
     its run time (a global estimate; a local one only counts when the kernel is not
     memory-bound: a faster SM unit does not shorten a kernel that waits on memory)."""
     d = diagnosed(step_id)
-    actions = extract.iter_actions(extract.load(report(step_id)))
-    by_name: dict[str, list[Any]] = {}
-    for a in actions:
-        by_name.setdefault(a.name(), []).append(a)
     checked = 0
     for k in d.kernels:
         if (k.share_pct or 0.0) < 5.0:
@@ -225,7 +248,7 @@ def test_no_sizeable_kernel_is_silent_beside_an_ncu_estimate(step_id: str) -> No
         best = max(
             (
                 f.estimated_speedup_pct or 0.0
-                for a in by_name[k.diagnosis.kernel]
+                for a in launches_of(step_id)[(k.diagnosis.kernel, k.op)]
                 for f in findings(a)
                 if not (memory_bound and f.speedup_type == "local")
             ),
