@@ -537,12 +537,8 @@ def running(pid: int) -> bool:
 TRITON_ADD = Path(__file__).resolve().parents[1] / "examples" / "contract" / "triton_vector_add.py"
 
 
-@pytest.mark.gpu
-def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(tmp_path: Path) -> None:
-    """The attach finds the suspended target and the report keeps the harness's NVTX call
-    ranges (else the pool turns off): the same kernels and rows as a cold run of the same
-    request (metrics only: jobs with sections launch cold)."""
-    req = ProfileRequest(
+def triton_add_request() -> ProfileRequest:
+    return ProfileRequest(
         source=TRITON_ADD.read_text(),
         language="triton",
         configs={"n": [1 << 20]},
@@ -550,6 +546,23 @@ def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(tmp_path: Path
         runs=3,
         warmup=2,
     )
+
+
+# Issue 24 is blocked on this: the H200's ncu 2025.3.1 (2026-12-01, 21:36 UTC) held the target
+# at a CUDA call made while the harness imported, and an attached report keeps no NVTX state,
+# so no job can take the pre-launched path there. strict: a stack where it works fails this
+# mark, which is the signal to turn the pool on by default.
+@pytest.mark.gpu
+@pytest.mark.xfail(
+    strict=True,
+    reason="ncu 2025.3.1 suspends the target at a CUDA call while it imports and keeps no NVTX "
+    "state in attached reports (issue 24, blocked)",
+)
+def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(tmp_path: Path) -> None:
+    """The attach finds the suspended target and the report keeps the harness's NVTX call
+    ranges (else the pool turns off): the same kernels and rows as a cold run of the same
+    request (metrics only: jobs with sections launch cold)."""
+    req = triton_add_request()
     with LocalExecutor(["0"], targets=1) as executor:
         executor.start_targets()
         pool = executor.target_pool("0")
@@ -562,3 +575,29 @@ def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(tmp_path: Path
     assert len(warm.raw) == len(cold.raw) and (warm.processed["NumRuns"] == 3).all()
     assert warm.checks == cold.checks and all(c.ok for c in warm.checks)
     wait_for("no target left after close", lambda: not target_processes(), 30)
+
+
+@pytest.mark.gpu
+def test_on_a_real_gpu_a_pool_that_cannot_prelaunch_says_why_and_the_job_runs_cold(
+    tmp_path: Path,
+) -> None:
+    """Where ncu cannot serve pre-launched targets, turning them on costs nothing but a line:
+    the pool is off with a reason, the job runs cold and measures what a plain cold run does,
+    and no target process is left behind."""
+    req = triton_add_request()
+    with LocalExecutor(["0"], targets=1) as executor:
+        executor.start_targets()
+        pool = executor.target_pool("0")
+        assert pool is not None
+        ready = pool.wait_ready(120)
+        run = profile(executor, req, tmp_path)
+        said = pool.info()
+    wait_for("no target left after close", lambda: not target_processes(), 30)
+    if ready and run.extra["collection"] == "pre-launched":
+        pytest.skip("this ncu serves pre-launched targets: the test above covers it")
+    assert said.startswith("off: ") or run.extra["collection"].startswith("cold: "), (said, run)
+    assert run.extra["collection"].startswith("cold"), run.extra["collection"]
+    cold = pipeline.profile(req, runs_root=tmp_path)
+    assert run.kernels == cold.kernels and run.kernels["triton"] == ["add_kernel"]
+    assert len(run.raw) == len(cold.raw) and (run.processed["NumRuns"] == 3).all()
+    assert run.checks == cold.checks and all(c.ok for c in run.checks)
