@@ -10,7 +10,6 @@ import torch
 
 
 def setup(batch: int, seq: int, d_model: int = 1024, device: str = "cuda"):
-    torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(
         d_model=d_model, nhead=16, dim_feedforward=4 * d_model, dropout=0.1, batch_first=True,
         device=device, dtype=torch.bfloat16,
