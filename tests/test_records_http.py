@@ -30,6 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "records-token-0123456789abcdef"
 
 
+def show(what: str, value: str) -> None:
+    """What a user sees, printed for ``pytest -rP`` (the closing notes quote it)."""
+    print(f"{what}: {value}")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -98,6 +103,7 @@ async def test_a_refused_host_names_it_and_the_option_that_allows_it(
     url, port, log = server
     host = f"10.9.8.7:{port}"  # a remote client reaching the server by its address
     said = await refusal(url, {"Authorization": f"Bearer {TOKEN}", "Host": host}, None)
+    show("a refused Host, as the SDK client raises it", said)
     assert "421" in said and f"--allow-host {host}" in said and "127.0.0.1:" in said, said
     assert "refused an HTTP request (421)" in log.read_text()
 
@@ -105,6 +111,7 @@ async def test_a_refused_host_names_it_and_the_option_that_allows_it(
 async def test_a_missing_or_wrong_token_says_so(server: tuple[str, int, Path]) -> None:
     url, _, _ = server
     missing = await refusal(url, {}, None)
+    show("no token, as the SDK client raises it", missing)
     assert "401" in missing and "no bearer token" in missing and "--token-file" in missing
     wrong = await refusal(url, {"Authorization": "Bearer nope"}, None)
     assert "does not match" in wrong, wrong
@@ -114,6 +121,7 @@ async def test_a_body_over_the_limit_names_the_limit(server: tuple[str, int, Pat
     url, _, log = server
     huge = {"source": "#" + "a" * (9 << 20), "configs": [{"n": 1}], "language": "torch"}
     said = await refusal(url, {"Authorization": f"Bearer {TOKEN}"}, huge)
+    show("a 9 MiB body, as the SDK client raises it", said)
     assert "413" in said and "8 MiB" in said, said
     assert "refused an HTTP request (413)" in log.read_text()
 
@@ -123,6 +131,7 @@ def test_start_up_prints_the_hosts_it_accepts_and_how_to_add_one(
 ) -> None:
     _, port, log = server
     text = log.read_text()
+    show("start-up", text[: text.find("Uvicorn running")].strip())
     assert f"accepted Host headers: 127.0.0.1:{port}, localhost:{port}, [::1]:{port}" in text
     assert f"--allow-host NAME:{port}" in text and "token: required" in text
 

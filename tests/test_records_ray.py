@@ -161,6 +161,7 @@ def test_a_refused_token_names_invalid_auth_token_and_where_the_token_comes_from
     gcs_address: str, tmp_path: Path
 ) -> None:
     by_env = connect_in_a_process(gcs_address, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=WRONG)
+    print(f"a refused Ray token ({by_env['seconds']:.1f} s): {by_env['text']}")
     assert by_env["error"] == "RayTokenRefusedError", by_env
     assert "InvalidAuthToken" in by_env["text"], by_env
     assert "the RAY_AUTH_TOKEN environment variable" in by_env["text"], by_env

@@ -68,6 +68,11 @@ sys.exit(subprocess.call(target, env=dict(os.environ, TRITON_INTERPRET="1")))
 """
 
 
+def show(what: str, value: object) -> None:
+    """What a user sees, printed for ``pytest -rP`` (the closing notes quote it)."""
+    print(f"{what}: {value if isinstance(value, str) else json.dumps(value)}")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -174,6 +179,7 @@ def test_a_server_ended_mid_run_records_the_run_interrupted_by_who_ended_it(
         proc.stdin.close()
     assert proc.wait(timeout=60) == code
     (status,) = statuses(tmp_path / "runs")
+    show(f"{how} at {stage}: exit {code}, status.json", status)
     assert status["status"] == "interrupted", status
     assert status["ended_by"] == who and status["stage"] == stage, status
     assert who in status["message"] and not any(b in status["message"] for b in BLAME), status
@@ -202,6 +208,7 @@ async def test_an_sdk_client_leaving_mid_run_is_not_blamed_on_the_source(tmp_pat
         while any(s["status"] == "running" for s in statuses(tmp_path / "runs")):
             await anyio.sleep(0.1)
     (status,) = statuses(tmp_path / "runs")
+    show("an SDK client left mid-run: status.json", status)
     assert status["status"] in ("cancelled", "interrupted"), status
     assert status["ended_by"], status
     assert not any(b in status["message"] for b in BLAME), status

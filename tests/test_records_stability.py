@@ -51,6 +51,7 @@ def test_a_timing_answer_has_no_nan_and_flags_match_their_rsd(tmp_path: Path) ->
     for result in answer["results"]:
         assert "kernel" not in result  # the timing path has no kernel names: left out
         for stat in result["stats"].values():
+            print(f"timing row {result.get('config')}: {json.dumps(stat)}")
             assert stat["stable"] == (stat["rsd_pct"] < STABLE_RSD_PCT)
 
 
@@ -72,6 +73,9 @@ def test_a_failed_check_is_recorded_as_the_variants_failure_not_hidden(tmp_path:
     pre = pipeline.preflight(req, runs_root=tmp_path, device="cpu")
     assert pre.run_id is not None
     status = json.loads((tmp_path / pre.run_id / "status.json").read_text())
+    print(
+        f"a failed check: the answer says {pre.errors or pre.checks}; status.json {json.dumps(status)}"
+    )
     failed = status["variants_failed"]["b"]
     assert failed["verdict"] == "incorrect" and failed["stage"] == "check"
     assert "shape" in failed["message"]
