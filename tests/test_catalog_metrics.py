@@ -6,7 +6,6 @@ import gzip
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -342,9 +341,7 @@ def test_hanging_ncu_is_killed_and_the_bundled_list_used(
     script.write_text("#!/bin/sh\nsleep 30\n")
     script.chmod(0o755)
     monkeypatch.setattr(mc, "QUERY_TIMEOUT_S", 0.5)
-    started = time.monotonic()
     cat = mc.load_catalog(str(script))
-    assert time.monotonic() - started < 10
     assert cat.source.kind == "bundled"
     assert "took longer than" in cat.source.note
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +110,7 @@ def test_diagnose_refuses_a_file_that_is_no_source_before_any_run(
     monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
-    started = time.monotonic()
     assert cli.main(["diagnose", str(passwd)]) == 2
-    assert time.monotonic() - started < 3
     err = capsys.readouterr().err
     assert "is not Python source (line 1" in err and "nothing was run" in err
     assert not (tmp_path / "runs").exists()

@@ -138,10 +138,11 @@ def test_a_queued_job_cancelled_leaves_the_queue_at_once_and_never_runs() -> Non
         assert (info["running"], info["queued"]) == (1, 1)
         assert info["slots"] == [{"device": "0", "state": "busy", "job": "first", "jobs_done": 0}]
         cancel.set()
-        t0 = time.monotonic()
         with pytest.raises(CancelledError):
             second.result(5)
-        assert time.monotonic() - t0 < 1.0
+        # Out of the queue while the first job still holds its slot: the cancel did not wait
+        # for a slot to free (state, not a stopwatch).
+        assert not first.done()
         assert pool.pool_info()["queued"] == 0
         gate.set()
         assert first.result(5) == "first"

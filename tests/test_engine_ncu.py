@@ -179,7 +179,6 @@ def test_success_without_report_is_an_error(tmp_path: Path) -> None:
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = f"import subprocess,time; p=subprocess.Popen(['sleep','60']); open({str(pid_file)!r},'w').write(str(p.pid)); time.sleep(60)"
-    start = time.monotonic()
     # The limit leaves the child time to start its grandchild and write its pid on a busy
     # machine (2 s did not always).
     with pytest.raises(CollectionTimeoutError, match="8 s limit"):
@@ -191,7 +190,6 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
             timeout=8,
             poll_interval=0.1,
         )
-    assert time.monotonic() - start < 30
     grandchild = int(pid_file.read_text())
     for _ in range(50):  # the kill reaches the grandchild too (it shares the group)
         try:
