@@ -15,7 +15,7 @@ venv: $(BIN)/nsight-agent
 
 lint: venv
 	$(BIN)/ruff check nsight_agent tests examples bench scripts
-	$(BIN)/ruff format --check nsight_agent tests
+	$(BIN)/ruff format --check nsight_agent tests examples bench scripts
 	$(BIN)/mypy
 
 test: lint

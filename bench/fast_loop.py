@@ -152,7 +152,9 @@ async def mcp_phase(rounds: int) -> None:
     seen: dict[str, list[float]] = {k: [] for k in sides}
     async with Client(params, read_timeout_seconds=600) as client:
 
-        async def call(tool: str, args: dict[str, Any], expect_error: bool = False) -> tuple[float, CallToolResult]:
+        async def call(
+            tool: str, args: dict[str, Any], expect_error: bool = False
+        ) -> tuple[float, CallToolResult]:
             start = time.monotonic()
             result = await client.call_tool(tool, args)
             seconds = time.monotonic() - start
@@ -186,10 +188,13 @@ async def mcp_phase(rounds: int) -> None:
             k = f"{3.0 + r + time.time() % 1:.6f}"  # never seen by Triton's cache before
             compiles.append(await anyio.to_thread.run_sync(triton_compile_seconds, k))
             seconds, _ = await call(
-                "profile_kernel", {**one, "source": NEW_SOURCE.replace("@K@", k), "method": "timing"}
+                "profile_kernel",
+                {**one, "source": NEW_SOURCE.replace("@K@", k), "method": "timing"},
             )
             news.append(seconds)
-            say(f"mcp timing, new source {r}: {seconds:.3f} s (its Triton compile here: {compiles[-1]:.3f} s)")
+            say(
+                f"mcp timing, new source {r}: {seconds:.3f} s (its Triton compile here: {compiles[-1]:.3f} s)"
+            )
         RESULTS["new_source"] = {"call_s": news, "compile_s": compiles}
 
         four = [
@@ -290,7 +295,9 @@ def run(*xs):
         assert (t_row["kind"], int(t_row["n"])) == (n_row["kind"], int(n_row["n"])), label
         t, n = float(t_row["MedianValue"]), float(n_row["AvgValue"])
         rows.append({"label": label, "timing_ns": t, "ncu_ns": n})
-        say(f"agreement {label:22s} timing {t / 1e3:10.2f} us  ncu {n / 1e3:10.2f} us  ratio {t / n:.3f}")
+        say(
+            f"agreement {label:22s} timing {t / 1e3:10.2f} us  ncu {n / 1e3:10.2f} us  ratio {t / n:.3f}"
+        )
     RESULTS["agreement"] = rows
 
 
@@ -320,8 +327,12 @@ def peer_phase(examples: Path, rounds: int, deadline: float) -> None:
                 )  # fmt: skip
                 seconds = time.monotonic() - started
                 ok = proc.returncode == 0
-                walls.setdefault(example.name, {}).setdefault(tool, []).append(seconds if ok else float("nan"))
-                say(f"peer round {r} {example.name:24s} {tool:20s} {seconds:6.1f} s {'ok' if ok else 'FAILED'}")
+                walls.setdefault(example.name, {}).setdefault(tool, []).append(
+                    seconds if ok else float("nan")
+                )
+                say(
+                    f"peer round {r} {example.name:24s} {tool:20s} {seconds:6.1f} s {'ok' if ok else 'FAILED'}"
+                )
                 if not ok:
                     say("   " + (proc.stderr or proc.stdout)[-800:].replace("\n", "\n   "))
     RESULTS["peer"] = walls
@@ -336,7 +347,9 @@ def summary() -> None:
         say(f"raw floor under ncu {floor:.2f} s (without ncu {med(lat['floor_plain']):.2f} s)")
         say(f"cold profile_kernel (ncu, 1 config, 1 run), the floor's torch kernel {torch_cold:.2f} s "
             f"= {torch_cold / floor:.2f}x the floor (target <= 1.2x)")  # fmt: skip
-        say(f"cold profile_kernel (ncu, 1 config, 1 run), Triton source {cold:.2f} s = {cold / floor:.2f}x the floor")
+        say(
+            f"cold profile_kernel (ncu, 1 config, 1 run), Triton source {cold:.2f} s = {cold / floor:.2f}x the floor"
+        )
         say(f"warm profile_kernel (timing, 1 config, compiled) {warm:.3f} s (target <= 1 s); "
             f"first call with worker start {RESULTS['warm_first_s']:.2f} s")  # fmt: skip
     new = RESULTS.get("new_source")
@@ -346,10 +359,14 @@ def summary() -> None:
             f"{', '.join(f'{c:.2f}' for c in new['compile_s'])} s; beyond the compile "
             f"{', '.join(f'{e:.2f}' for e in extra)} s (target <= 1 s)")  # fmt: skip
     if "compare_4x3_timing_s" in RESULTS:
-        say(f"compare 4 variants x 3 configs (timing, compiled): {med(RESULTS['compare_4x3_timing_s']):.2f} s (target <= 3 s)")
+        say(
+            f"compare 4 variants x 3 configs (timing, compiled): {med(RESULTS['compare_4x3_timing_s']):.2f} s (target <= 3 s)"
+        )
     if "broken_s" in RESULTS:
         b = RESULTS["broken_s"]
-        say(f"broken source on a warm server: timing {med(b['timing']):.3f} s, ncu {med(b['ncu']):.3f} s (target <= 1 s)")
+        say(
+            f"broken source on a warm server: timing {med(b['timing']):.3f} s, ncu {med(b['ncu']):.3f} s (target <= 1 s)"
+        )
     if "gaming" in RESULTS:
         say(f"gaming variants: {RESULTS['gaming']} (target: incorrect on both paths)")
     rows = RESULTS.get("agreement")

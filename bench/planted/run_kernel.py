@@ -33,30 +33,48 @@ def main(argv):
         shift = 4 if small else 21
         n = 32 << shift
         x, out = rand(n), torch.empty(n, device=dev)
-        launch(lambda: pt.planted_tl_strided_gather[(triton.cdiv(n, 1024),)](
-            x, out, n, ROWS_SHIFT=shift, BLOCK=1024))
+        launch(
+            lambda: pt.planted_tl_strided_gather[(triton.cdiv(n, 1024),)](
+                x, out, n, ROWS_SHIFT=shift, BLOCK=1024
+            )
+        )
         if small:
             ref = x.view(1 << shift, 32).t().reshape(-1)
             assert torch.equal(out, ref), "gather mismatch"
     elif kid == "too_few_blocks_triton":
         n = 4096 if small else 32 << 20
         x, y = rand(n), rand(n)
-        launch(lambda: pt.planted_tl_few_programs[(4,)](x, y, n, 0.5, NPROG=4, BLOCK=1024 if not small else 256,
-                                                         num_warps=4))
+        launch(
+            lambda: pt.planted_tl_few_programs[(4,)](
+                x, y, n, 0.5, NPROG=4, BLOCK=1024 if not small else 256, num_warps=4
+            )
+        )
     elif kid == "tensor_idle_triton":
         m = 64 if small else 2048
-        at, b = rand(m * m, torch.float16).view(m, m), rand(m * m, torch.float16).view(m, m)  # at = A^T
+        at, b = (
+            rand(m * m, torch.float16).view(m, m),
+            rand(m * m, torch.float16).view(m, m),
+        )  # at = A^T
         c = torch.empty(m, m, device=dev)
         bm, bn = (32, 32) if small else (64, 128)
-        launch(lambda: pt.planted_tl_outer_matmul[(m // bm, m // bn)](
-            at, b, c, m, m, m, BM=bm, BN=bn, UNROLL=4, num_warps=4))
+        launch(
+            lambda: pt.planted_tl_outer_matmul[(m // bm, m // bn)](
+                at, b, c, m, m, m, BM=bm, BN=bn, UNROLL=4, num_warps=4
+            )
+        )
         if small:
-            assert torch.allclose(c, at.float().t() @ b.float(), atol=1e-2, rtol=1e-3), "matmul mismatch"
+            assert torch.allclose(c, at.float().t() @ b.float(), atol=1e-2, rtol=1e-3), (
+                "matmul mismatch"
+            )
     elif kid == "slow_precision_triton":
         n = 1024 if small else 8 * SMS * 2 * 256
         x, out = rand(n), torch.empty(n, device=dev)
         iters = 4 if small else 2000
-        launch(lambda: pt.planted_tl_fp64_math[(triton.cdiv(n, 256),)](x, out, n, iters, BLOCK=256, num_warps=8))
+        launch(
+            lambda: pt.planted_tl_fp64_math[(triton.cdiv(n, 256),)](
+                x, out, n, iters, BLOCK=256, num_warps=8
+            )
+        )
     elif kid == "atomic_triton":
         n = 4096 if small else 8 << 20
         x, s = rand(n), torch.zeros(1, device=dev)
@@ -69,7 +87,9 @@ def main(argv):
     elif kid == "control_copy_triton":
         n = 1 << 14 if small else 256 << 20  # 1 GiB of fp32 in, 1 GiB out
         x, out = rand(n), torch.empty(n, device=dev)
-        launch(lambda: pt.control_tl_copy[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096, num_warps=8))
+        launch(
+            lambda: pt.control_tl_copy[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096, num_warps=8)
+        )
         if small:
             assert torch.equal(x, out)
     elif kid == "control_dot_triton":
@@ -80,8 +100,11 @@ def main(argv):
         c = torch.empty(m, m, device=dev, dtype=dt)
         bm, bn, bk = (32, 32, 32) if small else (128, 256, 64)
         grid = (triton.cdiv(m, bm) * triton.cdiv(m, bn),)
-        launch(lambda: pt.control_tl_dot[grid](a, b, c, m, m, m, BM=bm, BN=bn, BK=bk, GROUP=8,
-                                               num_warps=8, num_stages=3))
+        launch(
+            lambda: pt.control_tl_dot[grid](
+                a, b, c, m, m, m, BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=8, num_stages=3
+            )
+        )
         if small:
             assert torch.allclose(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.05)
     elif kid == "control_cublas_bf16":
@@ -99,13 +122,16 @@ def main(argv):
             pt.nvtx_tl_scale[(triton.cdiv(n, 4096),)](x, n, 0.999, BLOCK=4096, num_warps=8)
             if not small:
                 torch.cuda.nvtx.range_pop()
+
         launch(step)
     # ------------------------------------------------------------ held-out kernels
     elif kid == "layernorm_wide_triton":
         rows, n = (4, 3000) if small else (1024, 256 << 10)  # 1 GiB of fp32 in, 1 GiB out
         x, w, b = rand(rows * n), rand(n), rand(n)
         y = torch.empty(rows * n, device=dev)
-        launch(lambda: pt.ho_tl_layernorm_wide[(rows,)](x, y, w, b, n, 1e-5, BLOCK=2048, num_warps=8))
+        launch(
+            lambda: pt.ho_tl_layernorm_wide[(rows,)](x, y, w, b, n, 1e-5, BLOCK=2048, num_warps=8)
+        )
         if small:
             ref = torch.nn.functional.layer_norm(x.view(rows, n), (n,), w, b, eps=1e-5)
             assert torch.allclose(y.view(rows, n), ref, atol=1e-4, rtol=1e-4), "layernorm mismatch"
@@ -118,7 +144,9 @@ def main(argv):
     elif kid == "histogram_triton":
         n = 5000 if small else 16 << 20
         x, hist = rand(n), torch.zeros(16, device=dev, dtype=torch.int32)
-        launch(lambda: pt.ho_tl_histogram[(triton.cdiv(n, 1024),)](x, hist, n, NBINS=16, BLOCK=1024))
+        launch(
+            lambda: pt.ho_tl_histogram[(triton.cdiv(n, 1024),)](x, hist, n, NBINS=16, BLOCK=1024)
+        )
         if small:
             ref = torch.bincount((x * 16).long().clamp(max=15), minlength=16) * LAUNCHES
             assert torch.equal(hist.long(), ref), "histogram mismatch"
@@ -133,23 +161,33 @@ def main(argv):
         x, y = rand(n) * 8 - 4, torch.empty(n, device=dev)
         launch(lambda: pt.ho_tl_silu[(triton.cdiv(n, 2048),)](x, y, n, BLOCK=2048, num_warps=8))
         if small:
-            assert torch.allclose(y, torch.nn.functional.silu(x), atol=1e-6, rtol=1e-5), "silu mismatch"
+            assert torch.allclose(y, torch.nn.functional.silu(x), atol=1e-6, rtol=1e-5), (
+                "silu mismatch"
+            )
     elif kid == "fp16_nodot_triton":
         m = 64 if small else 4096
         a, b = rand(m * m, torch.float16).view(m, m), rand(m * m, torch.float16).view(m, m)
         c = torch.empty(m, m, device=dev, dtype=torch.float16)
         bm, bn, bk = (16, 16, 8) if small else (32, 32, 8)
-        launch(lambda: pt.planted_tl_gemm_nodot[(m // bm, m // bn)](
-            a, b, c, m, m, m, BM=bm, BN=bn, BK=bk, num_warps=4))
+        launch(
+            lambda: pt.planted_tl_gemm_nodot[(m // bm, m // bn)](
+                a, b, c, m, m, m, BM=bm, BN=bn, BK=bk, num_warps=4
+            )
+        )
         if small:
-            assert torch.allclose(c.float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2), "gemm mismatch"
+            assert torch.allclose(c.float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2), (
+                "gemm mismatch"
+            )
     elif kid == "half_wave_triton":
         n = 5000 if small else 64 << 20
         x, y = rand(n), rand(n)
         y0 = y.clone()
         nprog = 4 if small else 2 * SMS
-        launch(lambda: pt.ho_tl_half_wave[(nprog,)](x, y, n, 0.5, NPROG=nprog, BLOCK=256 if small else 1024,
-                                                    num_warps=8))
+        launch(
+            lambda: pt.ho_tl_half_wave[(nprog,)](
+                x, y, n, 0.5, NPROG=nprog, BLOCK=256 if small else 1024, num_warps=8
+            )
+        )
         if small:
             assert torch.allclose(y, y0 + LAUNCHES * 0.5 * x, rtol=1e-5), "half wave mismatch"
     elif kid == "bf16_rank1_triton":
@@ -158,9 +196,15 @@ def main(argv):
         b = rand(m * m, torch.float16 if small else torch.bfloat16).view(m, m)
         c = torch.empty(m, m, device=dev, dtype=a.dtype)
         bm, bn = (16, 16) if small else (64, 64)
-        launch(lambda: pt.ho_tl_rank1_update[(m // bm, m // bn)](a, b, c, m, m, m, BM=bm, BN=bn, num_warps=4))
+        launch(
+            lambda: pt.ho_tl_rank1_update[(m // bm, m // bn)](
+                a, b, c, m, m, m, BM=bm, BN=bn, num_warps=4
+            )
+        )
         if small:
-            assert torch.allclose(c.float(), a.float() @ b.float(), atol=5e-1, rtol=2e-2), "gemm mismatch"
+            assert torch.allclose(c.float(), a.float() @ b.float(), atol=5e-1, rtol=2e-2), (
+                "gemm mismatch"
+            )
     else:
         raise SystemExit(f"unknown id {kid}")
     if not small:

@@ -11,8 +11,13 @@ import torch
 
 def setup(batch: int, seq: int, d_model: int = 1024, device: str = "cuda"):
     layer = torch.nn.TransformerEncoderLayer(
-        d_model=d_model, nhead=16, dim_feedforward=4 * d_model, dropout=0.1, batch_first=True,
-        device=device, dtype=torch.bfloat16,
+        d_model=d_model,
+        nhead=16,
+        dim_feedforward=4 * d_model,
+        dropout=0.1,
+        batch_first=True,
+        device=device,
+        dtype=torch.bfloat16,
     ).train()
     x = torch.randn(batch, seq, d_model, device=device, dtype=torch.bfloat16, requires_grad=True)
     return layer, x
