@@ -88,6 +88,36 @@ def plain_text(message: str) -> tuple[str, list[str], list[str]]:
     return " ".join(text.split()), list(dict.fromkeys(sections)), list(dict.fromkeys(links))
 
 
+# ncu's rule messages describe first and advise later ("... Consider reducing ...", "Check the
+# Source Counters section ..."). A sentence is advice when it opens with an imperative or turns
+# to one after a clause ("If you ..., consider ..."). Pointers to a guide come last.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[a-z%)][.])(?=[A-Z][a-z])")
+_IMPERATIVE = re.compile(
+    r"^(Consider|Check|Find|To|Make sure|Avoid|Try|Use|Reduce|Increase|Decrease|Verify|Ensure|"
+    r"Look|Improve|Restructure|Move|Compile|Enable|Disable|Launch|Optimize|Collect|Review|"
+    r"Minimize|Maximize|Limit|Align|Change|Split|Combine|Fuse|Prefer)\b"
+)
+_TURN = re.compile(
+    r"(?:[,:]\s*|\byou may\s+)(consider|try|trying to|use|check|reduce|increase|look)\b", re.I
+)
+_POINTER = re.compile(r"^See\b")
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut into sentences (ncu sometimes omits the space after a full stop)."""
+    return [s.strip() for s in _SENTENCE_END.split(text) if s.strip()]
+
+
+def ncu_advice(message: str) -> str | None:
+    """The first sentence of an ncu rule message that says what to do, or None when the
+    message only describes (its first sentence is then no action)."""
+    said = sentences(message)
+    for s in said:
+        if _IMPERATIVE.match(s) or _TURN.search(s):
+            return s
+    return next((s for s in said if _POINTER.match(s)), None)
+
+
 def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

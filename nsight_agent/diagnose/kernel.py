@@ -28,7 +28,7 @@ from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.advice import advise
 from nsight_agent.diagnose.bound import BoundResult, classify
 from nsight_agent.diagnose.cause import Cause, Context, ev, make_cause
-from nsight_agent.diagnose.findings import Finding, findings
+from nsight_agent.diagnose.findings import Finding, findings, ncu_advice, sentences
 from nsight_agent.diagnose.owner import Owner, owner_of
 from nsight_agent.diagnose.roofline import roofline
 from nsight_agent.diagnose.source_lines import SourceHotspots, hot_lines
@@ -117,6 +117,14 @@ def _rank(causes: list[Cause], t: DiagnosisThresholds) -> list[Cause]:
     return [*relievers[: t.max_causes - 1], roof]
 
 
+# When no sentence of the rule reads as advice (ncu sometimes advises without an imperative:
+# "it is recommended ..."), say so rather than offer its description as the thing to do.
+NO_ADVICE = (
+    "no advice picked out of ncu's rule text: read it whole, with its evidence "
+    "(get_run(..., 'findings'))"
+)
+
+
 def _from_ncu(ctx: Context) -> list[Cause]:
     """Never silent: when none of our checks names a cause, ncu's rules that estimate a
     sizeable gain become causes, mapped into the vocabulary where they map, else passed
@@ -142,11 +150,14 @@ def _from_ncu(ctx: Context) -> list[Cause]:
             continue
         evidence = [ev(f"ncu {f.rule_id} estimate", est, "%", ">=", ctx.t.ncu_passthrough_pct)]
         evidence += [ev(m.name, m.value) for m in f.focus_metrics[:2] if m.value is not None]
-        first = f.message.split(". ")[0][:160]
+        said = sentences(f.message)
+        first = (said[0] if said else f.title)[:160]
         c = make_cause(cause_id, evidence, None, "", rule=f, note=f"ncu's rule: {first}")
         if cause_id == "ncu_rule":
             c.title = f"ncu: {f.title}"[:60]
-            c.actions = [first]
+            # ncu's own advice where the rule gives one; a descriptive sentence is no action.
+            advice = ncu_advice(f.message)
+            c.actions = [advice[:200]] if advice else [NO_ADVICE]
         if f.speedup_type == "local":  # not a run-time estimate: shown, not ranked on
             c.gain, c.gain_src, c.sev = None, None, "medium" if est >= 30 else "low"
             c.note = f"ncu's local estimate {est:.0f}% (one unit in isolation). {c.note}"[:200]

@@ -263,7 +263,7 @@ _ENTRIES = (
         "None of our checks fired, but one of ncu's rules estimates a sizeable gain: passed "
         "through with ncu's estimate and advice, marked as ncu's.",
         [
-            "Follow ncu's advice, quoted in the note",
+            "Follow ncu's own advice, the rule's sentence that says what to do",
             "Read the rule's full text and evidence (get_run(..., 'findings'))",
         ],
         "roofline",

@@ -1,0 +1,213 @@
+"""ncu's advice, not its description: what a passed-through ncu rule tells the agent to do.
+
+An ``ncu_rule`` cause used to take the rule message's first sentence as its action; ncu's
+messages describe first ("The 4.00 theoretical warps per scheduler ... are below ...") and
+advise later. ``ncu_advice`` picks the sentence that says what to do, or nothing.
+
+The rule was written on the planted reports' messages (the tuning set, every one labelled
+below). The step and engine reports' other messages were labelled afterwards and never used to
+change it: their agreement is the score we report (printed; ``pytest -rP``)."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsight_agent.diagnose.findings import findings, ncu_advice, sentences
+from nsight_agent.diagnose.kernel import NO_ADVICE, diagnose_action
+from nsight_agent.engine.collection import extract
+from tests.fakes import FakeAction
+from tests.test_diagnose_causes import BASE
+from tests.test_step_view import IDS, report
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TUNING_REPORTS = [
+    *sorted(Path(p) for p in glob.glob(str(FIXTURES / "planted" / "*.ncu-rep"))),
+    FIXTURES / "h200_bf16_matmul_sections.ncu-rep",
+]
+ENGINE_REPORTS = sorted(
+    Path(p) for p in glob.glob(str(FIXTURES / "engine" / "**" / "*.ncu-rep"), recursive=True)
+)
+Key = tuple[str, str]  # (ncu rule id, message title)
+
+# Tuning set: rule title -> how the chosen sentence starts (None: the message only describes).
+TUNED: dict[tuple[str, str], str | None] = {
+    ("HighPipeUtilization", "Low Utilization"): "Check the Launch Statistics",
+    ("IssueSlotUtilization", "Issue Slot Utilization"): "To increase the number of eligible warps",
+    ("CPIStall", "Drain Stalls"): "Make sure the memory access patterns",
+    ("AchievedOccupancy", "Achieved Occupancy"): "See the CUDA Best Practices Guide",
+    ("SOLBottleneck", "Latency Issue"): "Look at Scheduler Statistics",
+    ("CPIStall", "Long Scoreboard Stalls"): "Find the instruction producing",
+    ("LaunchConfiguration", "Tail Effect"): "Try launching a grid with no partial wave",
+    (
+        "UncoalescedSharedAccess",
+        "Uncoalesced Shared Accesses",
+    ): "Check the L1 Wavefronts Shared Excessive",
+    ("SharedMemoryConflicts", "Shared Load Bank Conflicts"): "Check the Source Counters section",
+    ("SharedMemoryConflicts", "Shared Store Bank Conflicts"): "Check the Source Counters section",
+    ("CPIStall", "Mio Throttle Stalls"): "When caused by shared memory accesses, trying",
+    ("TheoreticalOccupancy", "Theoretical Occupancy"): None,
+    (
+        "MemoryCacheAccessPattern",
+        "L1TEX Global Load Access Pattern",
+    ): "Check the Source Counters section",
+    (
+        "MemoryCacheAccessPattern",
+        "L2 Global Load Access Pattern",
+    ): "Check the Source Counters section",
+    (
+        "MemoryCacheAccessPattern",
+        "L2 Global Store Access Pattern",
+    ): "Check the Source Counters section",
+    (
+        "MemoryCacheAccessPattern",
+        "L2 Local Store Access Pattern",
+    ): "Check the Source Counters section",
+    (
+        "MemoryCacheAccessPattern",
+        "L1TEX Local Load Access Pattern",
+    ): "Check the Source Counters section",
+    (
+        "MemoryCacheAccessPattern",
+        "L1TEX Local Store Access Pattern",
+    ): "Check the Source Counters section",
+    (
+        "SOLBottleneck",
+        "High Compute Throughput",
+    ): "Compute is more heavily utilized than Memory: Look",
+    (
+        "SOLBottleneck",
+        "High Memory Throughput",
+    ): "Memory is more heavily utilized than Compute: Look",
+    (
+        "LaunchConfiguration",
+        "Small Grid",
+    ): "If you do not intend to execute this kernel concurrently",
+    ("WorkloadImbalance", "L2 Slices Workload Imbalance"): None,
+    ("WorkloadImbalance", "SMSPs Workload Imbalance"): None,
+    ("WorkloadImbalance", "SMs Workload Imbalance"): None,
+    ("WorkloadImbalance", "L1 Slices Workload Imbalance"): None,
+    ("FPInstructions", "FP32 Non-Fused Instructions"): None,
+    ("FPInstructions", "FP64 Non-Fused Instructions"): None,
+    ("ThreadDivergence", "Thread Divergence"): "Try to avoid different execution paths",
+    ("HighPipeUtilization", "Very High Utilization"): "See the Profiling Guide",
+    ("HighPipeUtilization", "High Utilization"): "Check the Warp State Statistics section",
+    ("UncoalescedGlobalAccess", "Uncoalesced Global Accesses"): "Check the L2 Theoretical Sectors",
+    ("CPIStall", "Membar Stalls"): "Avoid executing any unnecessary memory barriers",
+    ("CPIStall", "Lg Throttle Stalls"): "Avoid redundant global memory accesses",
+    ("SOLFPRoofline", "FP64/32 Utilization"): "If Compute Workload Analysis determines",
+    ("CPIStall", "Not Selected Stalls"): "A high number of not selected warps",
+    ("CPIStall", "Math Pipe Throttle Stalls"): "Try to increase the number of active warps",
+    ("CPIStall", "No Instruction Stalls"): "See also the related Branch Resolving state",
+    ("PCSamplingData", "No Samples"): None,
+    ("SOLBottleneck", "Small Grid"): "Look at Launch Statistics",
+}
+
+# Held-out set, labelled by reading each message (the sentence a reader would act on), after
+# the rule was fixed: message start -> expected sentence start (None: no advice in it).
+HELD_OUT: dict[str, str | None] = {
+    "The difference between calculated theoretical": "See the CUDA Best Practices Guide",
+    "The memory access pattern for global loads from L2": "Check the Source Counters section",
+    "This kernel has uncoalesced global accesses": "Check the L2 Theoretical Sectors",
+    "On average, each warp of this workload spends 49.1 cycles being stalled waiting for the "
+    "MIO": "When caused by shared memory accesses, trying",
+    "On average, each warp of this workload spends 177.5 cycles": "Find the instruction",
+    # "By converting pairs ... could be increased by up to 23%": advice in a conditional.
+    "This kernel executes 3670016 fused": "By converting pairs of non-fused instructions",
+    "On average, each warp of this workload spends 6.0 cycles": "Whenever possible, try to",
+    # "it is recommended to have at least two blocks per multiprocessor": advice.
+    "If you execute __syncthreads()": "If you execute __syncthreads()",
+    "The 12.00 theoretical warps per scheduler": None,
+}
+
+
+def _rule_messages(paths: list[Path], leave_out: frozenset[str] = frozenset()) -> dict[Key, str]:
+    """The first message of each (rule, title) among the optimizations and warnings, past
+    the messages in ``leave_out``."""
+    out: dict[Key, str] = {}
+    for path in paths:
+        for action in extract.iter_actions(extract.load(path)):
+            for f in findings(action):
+                if f.type in ("optimization", "warning") and f.message not in leave_out:
+                    out.setdefault((f.rule_id, f.title), f.message)
+    return out
+
+
+def _all_messages(paths: list[Path]) -> list[str]:
+    return [
+        f.message for p in paths for a in extract.iter_actions(extract.load(p)) for f in findings(a)
+    ]
+
+
+def _starts(advice: str | None, expected: str | None) -> bool:
+    return advice is None if expected is None else bool(advice and advice.startswith(expected))
+
+
+def test_the_advice_is_one_of_the_messages_own_sentences() -> None:
+    messages = _rule_messages(TUNING_REPORTS)
+    assert len(messages) >= 30
+    for (rule_id, title), message in messages.items():
+        advice = ncu_advice(message)
+        assert advice is None or advice in sentences(message), (rule_id, advice)
+        key = (rule_id, title)
+        assert key in TUNED, f"unlabelled tuning message {key}: {message}"
+        assert _starts(advice, TUNED[key]), (key, advice)
+
+
+def test_held_out_agreement() -> None:
+    tuned = frozenset(_all_messages(TUNING_REPORTS))
+    held = _rule_messages([*(report(i) for i in IDS), *ENGINE_REPORTS], leave_out=tuned)
+    hits = 0
+    for key, message in held.items():
+        label = next((k for k in HELD_OUT if message.startswith(k)), None)
+        assert label is not None, f"unlabelled held-out message {key}: {message}"
+        hits += _starts(ncu_advice(message), HELD_OUT[label])
+    labelled = len(held)
+    print(f"\nncu advice, held-out agreement: {hits}/{labelled}")
+    assert labelled == len(HELD_OUT)
+    # Measured when the labels were written: 7 of 9 (the two misses advise without an
+    # imperative). A change that loses one of the seven fails here.
+    assert hits >= 7
+
+
+def _quiet_rule(message: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "rule_identifier": "NewRule2027",
+            "name": "NewRule2027",
+            "section_identifier": "X",
+            "rule_message": {"title": "Something New", "message": message, "type": 2},
+            "speedup_estimation": {"type": 2, "speedup": 35.0},
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "action"),
+    [
+        (
+            "The 4.00 theoretical warps per scheduler are below the maximum of 16. This "
+            "kernel's theoretical occupancy (25.0%) is limited by the number of registers.",
+            NO_ADVICE,
+        ),
+        (
+            "A wave of thread blocks is the maximum number of blocks run at once. This launch "
+            "results in 3 full waves and a partial wave. Try launching a grid with no partial "
+            "wave. See the Hardware Model description.",
+            "Try launching a grid with no partial wave.",
+        ),
+    ],
+)
+def test_a_passed_through_rule_acts_on_its_advice_or_says_there_is_none(
+    message: str, action: str
+) -> None:
+    quiet = {**BASE, "sm__throughput.avg.pct_of_peak_sustained_elapsed": 65.0}
+    d = diagnose_action(FakeAction(quiet, _quiet_rule(message)))
+    cause = d.causes[0]
+    assert cause.id == "ncu_rule"
+    assert cause.actions == [action]
+    # The description stays ncu's, in the note, never as the thing to do.
+    assert cause.note is not None and sentences(message)[0] in cause.note
