@@ -61,6 +61,7 @@ def test_the_default_thresholds() -> None:
         "min_gain_pct": 3.0,
         "max_causes": 3,
         "ncu_passthrough_pct": 20.0,
+        "local_unit_busy_pct": 50.0,
         "uncoalesced_excess_pct": 40.0,
         "uncoalesced_sectors_per_request": 16.0,
         "bank_conflict_pct": 25.0,

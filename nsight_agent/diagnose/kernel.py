@@ -125,6 +125,23 @@ NO_ADVICE = (
 )
 
 
+def unit_may_limit(f: Finding, ctx: Context) -> bool:
+    """Whether the unit a *local* ncu estimate is about could be what holds this kernel back.
+
+    A local estimate is one unit's throughput in isolation: it shortens the kernel only when
+    that unit limits it. Never for a memory-bound kernel; for ncu's FPInstructions (FADD/FMUL
+    pairs one FFMA could replace) only when that precision's FLOP rate is the kernel's own and
+    at least half its peak. On the H200 an SFU-bound kernel (MUFU.SIN, fp32 at 5.7 % of peak)
+    was headlined "fp32 non-fused instructions" without this."""
+    if ctx.bound.bound == "memory-bound":
+        return False
+    if f.rule_id == "FPInstructions":
+        precision = next((p for p in ("fp64", "fp32", "fp16") if p in f.title.lower()), None)
+        busy = ctx.bound.precision_pct or 0.0
+        return precision == ctx.bound.precision and busy >= ctx.t.local_unit_busy_pct
+    return True
+
+
 def _from_ncu(ctx: Context) -> list[Cause]:
     """Never silent: when none of our checks names a cause, ncu's rules that estimate a
     sizeable gain become causes, mapped into the vocabulary where they map, else passed
@@ -142,7 +159,7 @@ def _from_ncu(ctx: Context) -> list[Cause]:
             continue
         if est < ctx.t.ncu_passthrough_pct:
             continue
-        if f.speedup_type == "local" and ctx.bound.bound == "memory-bound":
+        if f.speedup_type == "local" and not unit_may_limit(f, ctx):
             continue
         mapped = ck.causes_of(f) or ck.fallback_of(f)
         cause_id = mapped[0] if mapped else "ncu_rule"
@@ -172,6 +189,8 @@ def _absorb(causes: list[Cause], found: list[Finding]) -> list[str]:
         if f.type not in ("optimization", "warning", "error"):
             continue
         target = next((c for c in causes if c.id in ck.causes_of(f)), None)
+        if target is None:  # a rule passed through as a cause of its own is not "unmapped"
+            target = next((c for c in causes if f.rule_id in (c.rules or [])), None)
         if target is None and ck.is_symptom(f.rule_id) and causes:
             target = causes[0]
         if target is not None:
@@ -208,6 +227,9 @@ def _headline(bound: BoundResult, causes: list[Cause]) -> str:
     if top is None:
         return f"{bound.bound}: no cause found in the metrics collected"
     gain = f" (est. {top.gain:.0f}% faster)" if top.gain is not None else ""
+    local = top.ev[0] if top.gain is None and top.ev else None
+    if local is not None and local.m.startswith("ncu ") and local.m.endswith(" estimate"):
+        gain = f" (ncu's local estimate {local.v:.0f}%, one unit in isolation)"
     return f"{bound.bound}: {top.title.lower()}{gain}"
 
 

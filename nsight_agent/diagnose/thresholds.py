@@ -53,6 +53,11 @@ class DiagnosisThresholds(BaseModel):
         description="When none of our checks names a cause, ncu's rules estimating at least "
         "this gain are passed through (never 'no cause found' beside a sizeable ncu estimate)",
     )
+    local_unit_busy_pct: float = Field(
+        default=50.0,
+        description="A local ncu estimate about one FP unit (FPInstructions) is passed through "
+        "only when that precision's FLOP rate is at least this % of its peak",
+    )
     # --- memory checks -----------------------------------------------------------------------
     uncoalesced_excess_pct: float = Field(
         default=40.0,

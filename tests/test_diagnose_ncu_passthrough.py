@@ -1,4 +1,5 @@
-"""ncu's advice, not its description: what a passed-through ncu rule tells the agent to do.
+"""ncu's rules passed through as causes: only about a unit that may limit the kernel, acting
+on ncu's advice rather than its description.
 
 An ``ncu_rule`` cause used to take the rule message's first sentence as its action; ncu's
 messages describe first ("The 4.00 theoretical warps per scheduler ... are below ...") and
@@ -17,10 +18,10 @@ from typing import Any
 import pytest
 
 from nsight_agent.diagnose.findings import findings, ncu_advice, sentences
-from nsight_agent.diagnose.kernel import NO_ADVICE, diagnose_action
+from nsight_agent.diagnose.kernel import NO_ADVICE, diagnose_action, unit_may_limit
 from nsight_agent.engine.collection import extract
 from tests.fakes import FakeAction
-from tests.test_diagnose_causes import BASE
+from tests.test_diagnose_causes import BASE, context, rule
 from tests.test_step_view import IDS, report
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -211,3 +212,42 @@ def test_a_passed_through_rule_acts_on_its_advice_or_says_there_is_none(
     assert cause.actions == [action]
     # The description stays ncu's, in the note, never as the thing to do.
     assert cause.note is not None and sentences(message)[0] in cause.note
+
+
+# --- which local estimates may become a cause ------------------------------------------------
+
+FP32_NON_FUSED = "FP32 Non-Fused Instructions"
+
+
+@pytest.mark.parametrize(
+    ("bound", "precision", "busy", "passed"),
+    [
+        ("compute-bound", "fp32", 5.7, False),  # the H200's SFU-bound probe: fp32 idle
+        ("compute-bound", "fp32", 80.0, True),  # the FMA pipe is what it waits on
+        ("compute-bound", "fp64", 80.0, False),  # another precision's unit is busy
+        ("memory-bound", "fp32", 80.0, False),
+    ],
+)
+def test_a_local_fp_estimate_needs_its_unit_busy(
+    bound: str, precision: str, busy: float, passed: bool
+) -> None:
+    quiet = {**BASE, "sm__throughput.avg.pct_of_peak_sustained_elapsed": 65.0}
+    ctx = context(FakeAction(quiet, [rule("FPInstructions", FP32_NON_FUSED, 50.0, kind=1)]))
+    ctx.bound = ctx.bound.model_copy(
+        update={"bound": bound, "precision": precision, "precision_pct": busy}
+    )
+    (finding,) = ctx.findings
+    assert unit_may_limit(finding, ctx) is passed
+
+
+def test_an_idle_units_local_estimate_is_listed_not_made_the_cause() -> None:
+    quiet = {**BASE, "sm__throughput.avg.pct_of_peak_sustained_elapsed": 65.0}
+    d = diagnose_action(FakeAction(quiet, [rule("FPInstructions", FP32_NON_FUSED, 50.0, kind=1)]))
+    assert not d.causes and "no cause found" in d.headline
+    assert d.unmapped and d.unmapped[0].startswith("FPInstructions")
+    # A local estimate about another unit is still passed through, its headline saying so,
+    # and it is not listed a second time among the unmapped rules.
+    d = diagnose_action(FakeAction(quiet, [rule("NewRule2027", "Something New", 57.0, kind=1)]))
+    assert d.causes[0].id == "ncu_rule"
+    assert d.headline.endswith("(ncu's local estimate 57%, one unit in isolation)"), d.headline
+    assert not any(u.startswith("NewRule2027") for u in d.unmapped or [])
