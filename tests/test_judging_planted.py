@@ -112,6 +112,15 @@ PINNED: dict[str, Row] = {
         None,
         [("tensor_cores_idle", 97.5, "high", TENSOR_GAIN)],
     ),
+    # Held out until pipe_at_roof's first version lost its slow_precision (the catalog says).
+    "logistic_map_cuda": (
+        "compute-bound",
+        None,
+        [
+            ("slow_precision", 46.1, "high", "own:busy% x (1-fp64/fp32 rate)"),
+            ("pipe_at_roof", None, "high", None),
+        ],
+    ),
     "slow_precision_cuda": (
         "compute-bound",
         "compute",

@@ -34,6 +34,7 @@ CHECKS: tuple[Check, ...] = (
     cl.launch_bound_tiny,
     cm.dram_at_roof,
     cc.compute_at_roof,
+    cc.pipe_at_roof,
 )
 RESIDUAL: tuple[Check, ...] = (cm.memory_latency,)
 
@@ -82,6 +83,14 @@ RELIEVES: dict[CauseId, tuple[CauseId, ...]] = {
         "slow_precision",
     ),
     "compute_at_roof": ("tensor_cores_idle", "slow_precision", "warp_divergence"),
+    # Idle lanes still issue; conflicting shared accesses replay on the LSU; fp64 in a float
+    # kernel brings F2F conversions, which issue on the XU.
+    "pipe_at_roof": (
+        "warp_divergence",
+        "slow_precision",
+        "shared_bank_conflicts",
+        "atomic_contention",
+    ),
 }
 # Broader causes folded into a more specific one when both fire (their evidence is kept).
 FOLDS: dict[CauseId, tuple[CauseId, ...]] = {

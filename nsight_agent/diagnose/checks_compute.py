@@ -1,4 +1,5 @@
-"""Cause checks of the SM's arithmetic: divergence, idle tensor cores, fp64, the compute roof.
+"""Cause checks of the SM's arithmetic: divergence, idle tensor cores, fp64, the compute roof,
+a non-FLOP pipe's roof.
 
 Each check is a pure function of a ``Context``; docs/DIAGNOSIS.md gives the formulas.
 """
@@ -203,3 +204,75 @@ def compute_at_roof(ctx: Context) -> Cause | None:
         own_formula="",
         note=f"at {b.roof_pct:.0f}% of the {what} roof: only less or cheaper math helps",
     )
+
+
+# ComputeWorkloadAnalysis's instruction-issue utilisation of the SM pipes the FLOP roofline does
+# not see (FMA, FP64 and tensor work are compute_at_roof's): what each runs, and what helps.
+PIPE_ISSUE = "sm__inst_executed_pipe_{}.avg.pct_of_peak_sustained_active"
+NON_FLOP_PIPES: dict[str, tuple[str, str, str]] = {  # pipe -> (name, what it runs, what helps)
+    "alu": (
+        "ALU",
+        "integer, logic, conversions",
+        "Fewer integer/logic instructions: hoist index math out of loops, power-of-two sizes "
+        "(shifts and masks), fewer type conversions",
+    ),
+    "xu": (
+        "XU",
+        "sin, exp, rsqrt; conversions",
+        "Fewer special-function instructions: hoist them out of loops, replace them with "
+        "polynomial/FMA approximations or table look-ups, fewer type conversions",
+    ),
+    "lsu": (
+        "LSU",
+        "loads, stores, shuffles",
+        "Fewer, wider memory instructions: 128-bit vector loads, keep reused values in "
+        "registers, fewer shared-memory round trips and shuffles",
+    ),
+    "adu": (
+        "ADU",
+        "address divergence",
+        "Uniform control flow and addressing within a warp",
+    ),
+    "cbu": (
+        "CBU",
+        "branches, barriers",
+        "Fewer branches and barriers: unroll loops, hoist conditions, fewer __syncthreads()",
+    ),
+    "uniform": (
+        "uniform",
+        "warp-uniform work",
+        "Less warp-uniform scalar work in the inner loop (hoist loop-invariant values)",
+    ),
+}
+
+
+def pipe_at_roof(ctx: Context) -> Cause | None:
+    """A compute-bound kernel whose busiest non-FLOP pipe issues at or above the compute
+    roof's share of its peak (``compute_roof_pct``), when no FLOP roof was found: an
+    SFU-bound or integer-bound kernel is at a roof the FLOP counters cannot see."""
+    b = ctx.bound
+    if b.bound != "compute-bound" or b.roof is not None:
+        return None
+    busy = {p: ctx.num(PIPE_ISSUE.format(p)) for p in NON_FLOP_PIPES}
+    measured = {p: v for p, v in busy.items() if v is not None}
+    if not measured:
+        return None
+    pipe = max(measured, key=lambda p: measured[p])
+    pct = measured[pipe]
+    if pct < ctx.t.compute_roof_pct:
+        return None
+    name, runs, helps = NON_FLOP_PIPES[pipe]
+    evidence = [
+        ev(PIPE_ISSUE.format(pipe), pct, "%", ">=", ctx.t.compute_roof_pct),
+        ev("SM SOL", _sm_busy(ctx), "%"),
+    ]
+    cause = make_cause(
+        "pipe_at_roof",
+        evidence,
+        own_gain=None,
+        own_formula="",
+        note=f"at {pct:.0f}% of the {name} pipe's issue roof ({runs}): only fewer "
+        "instructions on it help",
+    )
+    cause.actions = [helps, *cause.actions[1:]]
+    return cause

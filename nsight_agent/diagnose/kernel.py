@@ -34,6 +34,7 @@ from nsight_agent.diagnose.roofline import roofline
 from nsight_agent.diagnose.source_lines import SourceHotspots, hot_lines
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
 
+COMPUTE_SECTION = "ComputeWorkloadAnalysis"
 # section -> (metrics whose presence shows it was collected, what it tells a deeper pass)
 SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     dm.SOL_SECTION: ((dm.SM_THROUGHPUT,), "SM and memory throughput: the bound"),
@@ -58,6 +59,10 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "WarpStateStats": ((cm.STALL_LONG_SB, cc.THREADS_PER_INST), "stall reasons, divergence"),
     "InstructionStats": ((cm.GLOBAL_INST,), "instruction mix: atomics, local, fp64"),
     "SourceCounters": ((cm.GLD_NEEDED,), "where in the source: hot lines, excess sectors"),
+    COMPUTE_SECTION: (
+        (cc.PIPE_ISSUE.format("alu"),),
+        "each SM pipe's issue rate: which unit a compute-bound kernel waits on",
+    ),
 }
 # What a deeper pass should add first, when absent.
 DEEPER_ORDER = (
@@ -202,18 +207,23 @@ def _absorb(causes: list[Cause], found: list[Finding]) -> list[str]:
 
 
 def _sections(
-    r: dm.Reader, found: list[Finding], tensor_busy: bool
+    r: dm.Reader, found: list[Finding], tensor_busy: bool, compute_bound: bool
 ) -> tuple[list[str], dict[str, str]]:
     from_rules = {f.section for f in found}
     collected = [
         s for s, (probes, _) in SECTIONS.items() if s in from_rules or any(r.has(p) for p in probes)
     ]
     deeper: dict[str, str] = {}
+    # A compute-bound kernel under no roof yet also needs the pipes: the FLOP counters miss an
+    # SFU- or integer-bound kernel (pipe_at_roof). On top of the usual four, not instead of one.
+    extra = compute_bound and COMPUTE_SECTION not in collected
+    if extra:
+        deeper[COMPUTE_SECTION] = SECTIONS[COMPUTE_SECTION][1]
     for s in DEEPER_ORDER:
         if s in collected or (s == dm.TENSOR_SECTION and not tensor_busy):
             continue
         deeper[s] = SECTIONS[s][1]
-        if len(deeper) == 4:
+        if len(deeper) == 4 + extra:
             break
     return collected, deeper
 
@@ -242,7 +252,7 @@ def _size(d: KernelDiagnosis) -> int:
 
 def _fit(d: KernelDiagnosis, limit: int = MAX_JSON_BYTES) -> KernelDiagnosis:
     """Trim the least useful parts until the JSON fits: unmapped rules, deeper sections, notes
-    of lower causes, then the lowest cause (never the top one)."""
+    of lower causes, then the lowest cause other than the roof (never the top one)."""
     while _size(d) > limit:
         if d.where is not None and len(d.where.lines) > 1:
             d.where.lines = d.where.lines[:-1]
@@ -254,7 +264,9 @@ def _fit(d: KernelDiagnosis, limit: int = MAX_JSON_BYTES) -> KernelDiagnosis:
             for c in d.causes[1:]:
                 c.note = None
         elif len(d.causes) > 1:
-            d.causes = d.causes[:-1]
+            # The lowest cause that is not the roof: the headline may name the roof.
+            lower = range(len(d.causes) - 1, 0, -1)
+            del d.causes[next((i for i in lower if d.causes[i].kind != "roof"), lower[0])]
         else:
             break
     return d
@@ -296,7 +308,12 @@ def diagnose_action(
     for c in causes[1:]:  # the top cause carries everything; the rest stay short (2 KB)
         c.actions, c.ev = c.actions[:1], c.ev[:2]
     unmapped = _absorb(causes, found)
-    collected, deeper = _sections(r, found, (bound.tensor_pct or 0.0) >= t.tensor_idle_below_pct)
+    collected, deeper = _sections(
+        r,
+        found,
+        (bound.tensor_pct or 0.0) >= t.tensor_idle_below_pct,
+        bound.bound == "compute-bound" and bound.roof is None,
+    )
     diagnosis = KernelDiagnosis(
         kernel=name[:80],
         owner=owner,

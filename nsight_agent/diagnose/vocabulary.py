@@ -32,6 +32,7 @@ CauseId = Literal[
     "memory_latency",
     "dram_at_roof",
     "compute_at_roof",
+    "pipe_at_roof",
     "ncu_rule",
 ]
 CauseKind = Literal["cause", "roof"]
@@ -255,6 +256,18 @@ _ENTRIES = (
             "Do less arithmetic (algorithmic change, skip zeros)",
         ],
         "roofline",
+    ),
+    _e(
+        "pipe_at_roof",
+        "At a pipe's roof",
+        "roof",
+        "One of the SM's non-FLOP pipes (integer ALU, special functions, load/store, branch, "
+        "uniform) issues near its peak: only fewer instructions on that pipe help.",
+        [
+            "Issue fewer instructions on the busy pipe (the note names it and what it runs)",
+            "Move work to an idle pipe (FMA for polynomial approximations, integer math as FP)",
+        ],
+        "compute",
     ),
     _e(
         "ncu_rule",
