@@ -84,12 +84,15 @@ RELIEVES: dict[CauseId, tuple[CauseId, ...]] = {
     ),
     "compute_at_roof": ("tensor_cores_idle", "slow_precision", "warp_divergence"),
     # Idle lanes still issue; conflicting shared accesses replay on the LSU; fp64 in a float
-    # kernel brings F2F conversions, which issue on the XU.
+    # kernel brings F2F conversions, which issue on the XU. The pipe's rate is over the SMs'
+    # active cycles: SMs idle in a partial last wave or a short grid add to it.
     "pipe_at_roof": (
         "warp_divergence",
         "slow_precision",
         "shared_bank_conflicts",
         "atomic_contention",
+        "tail_effect",
+        "too_few_blocks",
     ),
 }
 # Broader causes folded into a more specific one when both fire (their evidence is kept).

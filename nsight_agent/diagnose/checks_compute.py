@@ -230,13 +230,15 @@ NON_FLOP_PIPES: dict[str, tuple[str, str, str]] = {  # pipe -> (name, what it ru
     ),
     "adu": (
         "ADU",
-        "address divergence",
-        "Uniform control flow and addressing within a warp",
+        "block barriers, branch targets, constant loads",
+        "Fewer block barriers (__syncthreads, tl.debug_barrier) and indirect branches in the "
+        "inner loop: more work between two barriers",
     ),
     "cbu": (
         "CBU",
-        "branches, barriers",
-        "Fewer branches and barriers: unroll loops, hoist conditions, fewer __syncthreads()",
+        "warp convergence, warp syncs, branches",
+        "Fewer divergent branches and warp-level syncs in the inner loop: uniform control flow, "
+        "unrolled loops",
     ),
     "uniform": (
         "uniform",
