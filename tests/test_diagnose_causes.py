@@ -291,8 +291,25 @@ def test_tail_effect() -> None:
         rule("LaunchConfiguration", "Small Grid", 3.0),
     ]
     c = fired(cl.tail_effect(context(with_(tail, ncu))))
-    assert c.ev[0].v == pytest.approx(49.5) and c.gain == 50.0
+    # Our idle share is the gain; ncu's rule is absorbed, its figure not taken.
+    assert c.ev[0].v == pytest.approx(49.5) and c.gain == 49.5
+    assert (c.gain_src, c.rules) == ("own:partial-wave idle", ["LaunchConfiguration"])
     assert cl.tail_effect(context(with_({"launch__waves_per_multiprocessor": 7.9}))) is None
+
+
+def test_ncus_tail_estimate_does_not_override_the_measured_waves() -> None:
+    """ncu's Tail Effect estimate is 100 / ceil(waves), however full the last wave is: at 1.94
+    waves it says "up to 50 %" while 3 % of the SM time idles (the H200's barrier probe, whose
+    answer was "tail effect (est. 50% faster)" when no check of ours fired)."""
+    waves = {"launch__waves_per_multiprocessor": 1.94, "launch__grid_size": 1024.0}
+    quiet = {**waves, "sm__throughput.avg.pct_of_peak_sustained_elapsed": 65.0}
+    d = diagnose_action(with_(quiet, [rule("LaunchConfiguration", "Tail Effect", 50.0)]))
+    assert all(c.id != "tail_effect" for c in d.causes), d.headline
+    # Without the waves, ncu's rule is all there is: mapped, with ncu's figure.
+    no_waves = {k: v for k, v in quiet.items() if k != "launch__waves_per_multiprocessor"}
+    no_waves = {**{k: v for k, v in BASE.items() if k not in waves}, **no_waves}
+    d = diagnose_action(FakeAction(no_waves, [rule("LaunchConfiguration", "Tail Effect", 50.0)]))
+    assert d.causes and d.causes[0].id == "tail_effect" and d.causes[0].gain == 50.0
 
 
 OCC = {

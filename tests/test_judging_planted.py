@@ -70,7 +70,8 @@ PINNED: dict[str, Row] = {
     "tail_effect_cuda": (
         "compute-bound",
         None,
-        [("tail_effect", 50.0, "high", "ncu:LaunchConfiguration")],
+        # Our idle share, not ncu's "up to 50 %" (100 / ceil(waves)).
+        [("tail_effect", 47.5, "high", "own:partial-wave idle")],
     ),
     "occupancy_registers_cuda": (
         "latency-bound",

@@ -168,6 +168,8 @@ def _from_ncu(ctx: Context) -> list[Cause]:
             continue
         mapped = ck.causes_of(f) or ck.fallback_of(f)
         cause_id = mapped[0] if mapped else "ncu_rule"
+        if cause_id == "tail_effect" and ctx.num(dm.WAVES) is not None:
+            continue  # our own tail check measured the waves and found too little idle
         if any(c.id == cause_id for c in out):
             continue
         evidence = [ev(f"ncu {f.rule_id} estimate", est, "%", ">=", ctx.t.ncu_passthrough_pct)]
