@@ -337,3 +337,20 @@ def test_the_timing_rule_quoted_is_the_engines() -> None:
         runs.TIMING_MAX_SECONDS,
         runs.TIMING_CI_TARGET_PCT,
     )
+
+
+def test_ncus_rules_not_taken_as_causes_are_shown_not_hidden() -> None:
+    """atomic_triton: ncu's Tail Effect (25 %) is not one of its causes; the text says so
+    rather than dropping it (the JSON always carried it in ``unmapped``)."""
+    from rich.console import Console
+
+    from nsight_agent.cli import tables
+    from nsight_agent.views.diagnosis import diagnose_report
+
+    d = diagnose_report(FIXTURES / "planted" / "atomic_triton.ncu-rep")
+    unmapped = d.kernels[0].diagnosis.unmapped
+    assert unmapped == ["LaunchConfiguration: Tail Effect (25%)"]
+    assert f"ncu also flagged: {unmapped[0]}" in text.render_diagnosis(d)
+    console = Console(width=200, record=True)
+    console.print(tables.diagnosis(d))
+    assert f"ncu also flagged: {unmapped[0]}" in console.export_text()

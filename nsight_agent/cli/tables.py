@@ -139,6 +139,8 @@ def diagnosis(d: ReportDiagnosis) -> RenderableType:
             for h in dg.where.lines:
                 at = f"{h.file or dg.where.file}:{h.line}" if h.line is not None else f"pc {h.pc}"
                 parts.append(Text(f"    {at} {h.share_pct:.3g}%  {h.text or ''}".rstrip()))
+        if dg.unmapped:  # ncu's own findings we did not take as causes, so none is hidden
+            parts.append(Text(f"  ncu also flagged: {'; '.join(dg.unmapped)}", style="dim"))
         if dg.deeper:
             parts.append(Text(f"  deeper pass would add: {', '.join(dg.deeper)}", style="dim"))
     if d.others:
