@@ -68,13 +68,15 @@ def context(action: FakeAction, **hints: Any) -> Context:
     )
 
 
-def rule(rule_id: str, title: str, speedup: float, kind: int = 2) -> dict[str, Any]:
+def rule(
+    rule_id: str, title: str, speedup: float, kind: int = 2, message: str | None = None
+) -> dict[str, Any]:
     """A rule result as ncu_report's rule_results_as_dicts gives it (kind 2: global)."""
     return {
         "rule_identifier": rule_id,
         "name": rule_id,
         "section_identifier": "X",
-        "rule_message": {"title": title, "message": f"{title}.", "type": 2},
+        "rule_message": {"title": title, "message": message or f"{title}.", "type": 2},
         "speedup_estimation": {"type": kind, "speedup": speedup},
     }
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -174,18 +173,6 @@ def test_held_out_agreement() -> None:
     assert hits >= 7
 
 
-def _quiet_rule(message: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "rule_identifier": "NewRule2027",
-            "name": "NewRule2027",
-            "section_identifier": "X",
-            "rule_message": {"title": "Something New", "message": message, "type": 2},
-            "speedup_estimation": {"type": 2, "speedup": 35.0},
-        }
-    ]
-
-
 @pytest.mark.parametrize(
     ("message", "action"),
     [
@@ -206,7 +193,9 @@ def test_a_passed_through_rule_acts_on_its_advice_or_says_there_is_none(
     message: str, action: str
 ) -> None:
     quiet = {**BASE, "sm__throughput.avg.pct_of_peak_sustained_elapsed": 65.0}
-    d = diagnose_action(FakeAction(quiet, _quiet_rule(message)))
+    d = diagnose_action(
+        FakeAction(quiet, [rule("NewRule2027", "Something New", 35.0, message=message)])
+    )
     cause = d.causes[0]
     assert cause.id == "ncu_rule"
     assert cause.actions == [action]
