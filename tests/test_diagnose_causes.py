@@ -9,6 +9,7 @@ from typing import Any
 import ncu_report
 import pytest
 
+from nsight_agent.diagnose import checks as ck
 from nsight_agent.diagnose import checks_compute as cc
 from nsight_agent.diagnose import checks_launch as cl
 from nsight_agent.diagnose import checks_memory as cm
@@ -312,6 +313,34 @@ def test_ncus_tail_estimate_does_not_override_the_measured_waves() -> None:
     no_waves = {**{k: v for k, v in BASE.items() if k not in waves}, **no_waves}
     d = diagnose_action(FakeAction(no_waves, [rule("LaunchConfiguration", "Tail Effect", 50.0)]))
     assert d.causes and d.causes[0].id == "tail_effect" and d.causes[0].gain == 50.0
+
+
+def test_a_rule_for_a_cause_our_check_measured_and_declined_is_not_passed_through() -> None:
+    """The tail case above, for any mapped rule: our check read every metric it asks for and
+    did not fire, so ncu's estimate for that cause is not made a cause of its own. Where the
+    check lacked an input, or the bound is unknown, ncu's rule is still all there is."""
+    small_grid = [rule("LaunchConfiguration", "Small Grid", 40.0)]
+    quiet = {SM: 65.0}
+    measured = context(with_(quiet, small_grid))
+    checked = ck.run_checks(measured)
+    assert not checked.fired and "too_few_blocks" in checked.declined
+    assert diagnose_action(with_(quiet, small_grid)).causes == []
+    no_waves = {
+        k: v for k, v in {**BASE, **quiet}.items() if k != "launch__waves_per_multiprocessor"
+    }
+    assert "too_few_blocks" not in ck.run_checks(context(FakeAction(no_waves, small_grid))).declined
+    d = diagnose_action(FakeAction(no_waves, small_grid))
+    assert [(c.id, c.gain) for c in d.causes] == [("too_few_blocks", 40.0)]
+    unknown = {k: v for k, v in BASE.items() if k not in (SM, MEM, DRAM)}
+    assert ck.run_checks(context(FakeAction(unknown, small_grid))).declined == frozenset()
+    # A cause that fired under min_gain_pct was measured too: declined, not left to ncu.
+    divergent = {SM: 5.8, cc.THREADS_PER_INST: 16.0}
+    assert "warp_divergence" in ck.run_checks(context(with_(divergent))).declined
+
+
+def test_every_check_names_causes_of_the_vocabulary() -> None:
+    for check in (*ck.CHECKS, *ck.RESIDUAL):
+        assert set(ck.names_of(check)) <= set(VOCABULARY), check.__name__
 
 
 OCC = {

@@ -178,7 +178,7 @@ def test_at_most_three_causes_and_the_top_one_in_full() -> None:
         "launch__waves_per_multiprocessor": 1.01,
     }
     d = diagnose_action(with_(four))
-    every = [c for c in ck.run_checks(context(with_(four))) if (c.gain or 0) >= 3]
+    every = [c for c in ck.run_checks(context(with_(four))).fired if (c.gain or 0) >= 3]
     assert len(every) == 4 and len(d.causes) == 3
     assert [c.gain for c in d.causes] == sorted((c.gain or 0.0 for c in every), reverse=True)[:3]
     assert len(d.causes[0].actions) > 1 and all(len(c.actions) == 1 for c in d.causes[1:])

@@ -12,7 +12,7 @@ estimate. Where no rule matches, the check's own estimate is used and ``gain_src
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -83,9 +83,15 @@ class Context:
     t: DiagnosisThresholds
     ideal_bytes: float | None = None
     input_dtypes: list[str] | None = None
+    # Metrics asked for and found absent; ``checks.run_checks`` empties it before each check,
+    # so a check that declined with it still empty had every input it reads.
+    missing: set[str] = field(default_factory=set)
 
     def num(self, name: str) -> float | None:
-        return self.r.get(name, required=False)
+        value = self.r.get(name, required=False)
+        if value is None:
+            self.missing.add(name)
+        return value
 
     def total(self, *names: str) -> float | None:
         """Sum of the metrics present; None when none is."""

@@ -1,7 +1,11 @@
 """The cause checks, in one registry, and how ncu's rules map onto the cause vocabulary.
 
-``run_checks`` calls every check on one kernel's ``Context`` and returns what fired. The memory
-latency check is a residual: it runs only when no specific cause fired. ``SYMPTOM_RULES`` are
+``run_checks`` calls every check on one kernel's ``Context`` and returns what fired, and which
+causes were looked at and declined: their check read every metric it asked for and did not
+fire, or fired under ``min_gain_pct``. ncu's rule for a declined cause is not passed through
+(``kernel._from_ncu``): our measurement answered it (ncu's Tail Effect estimate is
+``100 / ceil(waves)`` however full the last wave). The memory latency check is a residual: it
+runs only when no specific cause fired. ``SYMPTOM_RULES`` are
 ncu rules that describe a symptom (a unit's utilisation, stall reasons, achieved occupancy, the
 bound itself): they are folded into the top cause rather than listed above it.
 """
@@ -9,6 +13,8 @@ bound itself): they are folded into the top cause rather than listed above it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
 
 from nsight_agent.diagnose import checks_compute as cc
 from nsight_agent.diagnose import checks_launch as cl
@@ -37,6 +43,10 @@ CHECKS: tuple[Check, ...] = (
     cc.pipe_at_roof,
 )
 RESIDUAL: tuple[Check, ...] = (cm.memory_latency,)
+# The causes a check may name, where that is not the one its own name spells.
+NAMES: dict[Check, tuple[CauseId, ...]] = {
+    cl.occupancy: ("occupancy_registers", "occupancy_shared_memory", "occupancy_block_size"),
+}
 
 # ncu rule id -> the causes it may stand for (the first that fired absorbs it).
 RULE_CAUSES: dict[str, tuple[CauseId, ...]] = {
@@ -124,9 +134,37 @@ def fallback_of(finding: Finding) -> tuple[CauseId, ...]:
     return ()
 
 
-def run_checks(ctx: Context) -> list[Cause]:
-    """Every cause that fired for this kernel, unranked; the residual only when none did."""
-    fired = [c for c in (check(ctx) for check in CHECKS) if c is not None]
+def names_of(check: Check) -> tuple[CauseId, ...]:
+    return NAMES.get(check, (cast(CauseId, check.__name__),))
+
+
+@dataclass
+class Checked:
+    """What the checks found: the causes that fired (unranked) and the causes declined."""
+
+    fired: list[Cause]
+    declined: frozenset[CauseId]
+
+
+def run_checks(ctx: Context) -> Checked:
+    """Every check on this kernel; the residual only when no specific cause fired. Nothing is
+    declined when the bound is unknown: the checks then read fallbacks, not measurements."""
+    fired: list[Cause] = []
+    declined: set[CauseId] = set()
+
+    def run(checks: tuple[Check, ...]) -> None:
+        for check in checks:
+            ctx.missing.clear()
+            cause = check(ctx)
+            if cause is not None:
+                fired.append(cause)
+                if cause.kind is None and (cause.gain or 0.0) < ctx.t.min_gain_pct:
+                    declined.add(cause.id)
+            elif not ctx.missing:
+                declined.update(names_of(check))
+
+    run(CHECKS)
     if not any(c.kind is None and (c.gain or 0.0) >= ctx.t.min_gain_pct for c in fired):
-        fired += [c for c in (check(ctx) for check in RESIDUAL) if c is not None]
-    return fired
+        run(RESIDUAL)
+    known = ctx.bound.bound != "unknown"
+    return Checked(fired, frozenset(declined) if known else frozenset())

@@ -33,6 +33,7 @@ from nsight_agent.diagnose.owner import Owner, owner_of
 from nsight_agent.diagnose.roofline import roofline
 from nsight_agent.diagnose.source_lines import SourceHotspots, hot_lines
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
+from nsight_agent.diagnose.vocabulary import CauseId
 
 COMPUTE_SECTION = "ComputeWorkloadAnalysis"
 # section -> (metrics whose presence shows it was collected, what it tells a deeper pass)
@@ -147,12 +148,13 @@ def unit_may_limit(f: Finding, ctx: Context) -> bool:
     return True
 
 
-def _from_ncu(ctx: Context) -> list[Cause]:
+def _from_ncu(ctx: Context, declined: frozenset[CauseId] = frozenset()) -> list[Cause]:
     """Never silent: when none of our checks names a cause, ncu's rules that estimate a
     sizeable gain become causes, mapped into the vocabulary where they map, else passed
     through as ``ncu_rule``; the gain is ncu's, and a local estimate says so. A local
     estimate (one SM unit's throughput, or occupancy) is not passed through for a
-    memory-bound kernel: a faster SM unit does not shorten a kernel that waits on memory."""
+    memory-bound kernel: a faster SM unit does not shorten a kernel that waits on memory.
+    Nor is a rule for a cause our own check ``declined``, its inputs measured."""
     out: list[Cause] = []
     # Rules that name a defect before symptom rules (utilisation, stalls), each by estimate.
     found = sorted(
@@ -168,9 +170,7 @@ def _from_ncu(ctx: Context) -> list[Cause]:
             continue
         mapped = ck.causes_of(f) or ck.fallback_of(f)
         cause_id = mapped[0] if mapped else "ncu_rule"
-        if cause_id == "tail_effect" and ctx.num(dm.WAVES) is not None:
-            continue  # our own tail check measured the waves and found too little idle
-        if any(c.id == cause_id for c in out):
+        if cause_id in declined or any(c.id == cause_id for c in out):
             continue
         evidence = [ev(f"ncu {f.rule_id} estimate", est, "%", ">=", ctx.t.ncu_passthrough_pct)]
         evidence += [ev(m.name, m.value) for m in f.focus_metrics[:2] if m.value is not None]
@@ -303,7 +303,8 @@ def diagnose_action(
         ideal_bytes=ideal_bytes,
         input_dtypes=input_dtypes,
     )
-    causes = _rank(_fold(ck.run_checks(ctx)), t) or _from_ncu(ctx)
+    checked = ck.run_checks(ctx)
+    causes = _rank(_fold(checked.fired), t) or _from_ncu(ctx, checked.declined)
     name = dm.kernel_name(action)
     owner = owner_of(name, user_kernels, op)
     advise(causes, owner, name)
