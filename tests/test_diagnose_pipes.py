@@ -10,9 +10,6 @@ the rule was not written on; ``logistic_map_cuda`` was held out until this rule 
 from __future__ import annotations
 
 import functools
-import lzma
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from nsight_agent.diagnose import checks_compute as cc
 from nsight_agent.diagnose.kernel import COMPUTE_SECTION, KernelDiagnosis, diagnose_action
 from nsight_agent.engine.collection import extract
 from tests.fakes import FakeAction
+from tests.fixture_reports import unpacked
 from tests.test_diagnose_causes import BASE, rule
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -31,14 +29,8 @@ MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 
 @functools.cache
 def action(name: str) -> Any:
-    """The one kernel of a report in tests/fixtures (``.xz`` decompressed once)."""
-    path = FIXTURES / name
-    if path.suffix == ".xz":
-        target = Path(tempfile.mkdtemp(prefix="nsight-agent-probe-")) / path.stem
-        with lzma.open(path, "rb") as src, target.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        path = target
-    (only,) = extract.iter_actions(extract.load(path))
+    """The one kernel of a report in tests/fixtures."""
+    (only,) = extract.iter_actions(extract.load(unpacked(FIXTURES / name)))
     return only
 
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-import lzma
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from nsight_agent.engine.collection import extract
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report, kernels_by_time
 from nsight_agent.views.step import clean_op, group_of
 from tests.fakes import FakeAction
+from tests.fixture_reports import unpacked
 from tests.test_diagnose_causes import BASE, rule
 
 ROOT = Path(__file__).parent.parent
@@ -41,14 +39,9 @@ PROGRAMS = ROOT / "bench" / "probes" / "step_programs.py"
 CODE_LEVEL = re.compile(r"__launch_bounds__|maxrregcount|num_warps|Pad each shared|swizzle", re.I)
 
 
-@functools.cache
 def report(step_id: str) -> Path:
-    """The step's report, decompressed once per session into a temporary folder."""
-    folder = Path(tempfile.mkdtemp(prefix="nsight-agent-steps-"))
-    target = folder / f"step_{step_id}.ncu-rep"
-    with lzma.open(STEPS / f"step_{step_id}.ncu-rep.xz", "rb") as src, target.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return target
+    """The step's report, decompressed once per test process (``fixture_reports.unpacked``)."""
+    return unpacked(STEPS / f"step_{step_id}.ncu-rep.xz")
 
 
 @functools.cache
