@@ -1,0 +1,130 @@
+"""What the diagnosis's second pass costs, beside ncu's own ``full`` set, on a GPU with ncu.
+
+``diagnose`` profiles twice: a cheap first pass, then only the sections that diagnosis asks
+for. For a compute-bound kernel under no FLOP roof it adds ComputeWorkloadAnalysis (the SM
+pipes' issue rates, ``pipe_at_roof``) on top of the usual four. This measures, per probe kernel
+(``bench/probes/ncu_passthrough.py``), the wall time of one ``profile`` call with:
+
+- ``first``: the first pass's sections;
+- ``second``: the second pass as ``diagnose`` asks for it now;
+- ``second_no_cwa``: the same without ComputeWorkloadAnalysis (what it cost to add);
+- ``peer_full``: every section of ncu's ``full`` set, which a user without the tool runs.
+
+Each is timed ``--reps`` times (median kept; each call also prints its time as it ends); the
+ratios are printed and written to ``DIR/deeper_pass.json``. One run per config, as ``diagnose``
+collects.
+
+    python3 -m bench.deeper_pass [--out DIR] [--reps 1] [--entries run_sfu ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.diagnose.kernel import COMPUTE_SECTION
+from nsight_agent.diagnosis import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, deeper_sections
+from nsight_agent.service import build_request, load_run, profile, report_of
+from nsight_agent.views.diagnosis import diagnose_report
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBES = ROOT / "bench" / "probes" / "ncu_passthrough.py"
+ENTRIES = ("run_sfu", "run_hash", "run_barrier")
+CONFIGS = [{"n": 1 << 20}]
+# ncu 2025.3's ``full`` set (shared/reference/ncu-2025.3.1-sets.txt), less the NVLink
+# sections, which need NVLink and add nothing on one GPU.
+FULL_SET = [
+    "ComputeWorkloadAnalysis",
+    "InstructionStats",
+    "LaunchStats",
+    "MemoryWorkloadAnalysis",
+    "MemoryWorkloadAnalysis_Chart",
+    "MemoryWorkloadAnalysis_Tables",
+    "NumaAffinity",
+    "Occupancy",
+    "PmSampling",
+    "SchedulerStats",
+    "SourceCounters",
+    "SpeedOfLight",
+    "SpeedOfLight_HierarchicalDoubleRooflineChart",
+    "SpeedOfLight_HierarchicalHalfRooflineChart",
+    "SpeedOfLight_HierarchicalSingleRooflineChart",
+    "SpeedOfLight_HierarchicalTensorRooflineChart",
+    "SpeedOfLight_RooflineChart",
+    "WarpStateStats",
+    "WorkloadDistribution",
+]
+
+
+def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[float, str]:
+    """Median wall seconds of ``reps`` profile calls, and the last run's id."""
+    walls: list[float] = []
+    run_id = ""
+    for _ in range(reps):
+        request = build_request(
+            source=PROBES.read_text(),
+            entry=entry,
+            configs=CONFIGS,
+            metrics=FIRST_PASS_METRICS,
+            sections=sections,
+            runs=1,
+            warmup=1,
+        )
+        start = time.perf_counter()
+        run = profile(request, runs_root=runs)
+        walls.append(time.perf_counter() - start)
+        print(f"  {entry}, {len(sections)} sections: {walls[-1]:.1f} s", flush=True)
+        run_id = run.run_id  # a run that fails raises (the engine's errors name the stage)
+    return statistics.median(walls), run_id
+
+
+def measure(entry: str, reps: int) -> dict[str, Any]:
+    runs = Path(tempfile.mkdtemp(prefix="deeper-pass-"))
+    first, first_id = _timed(runs, entry, FIRST_PASS_SECTIONS, reps)
+    d = diagnose_report(report_of(load_run(first_id, runs_root=runs)))
+    extra = deeper_sections(d)
+    second_sections = [*FIRST_PASS_SECTIONS, *extra]
+    row: dict[str, Any] = {
+        "entry": entry,
+        "headline_first": d.kernels[0].diagnosis.headline if d.kernels else None,
+        "deeper": extra,
+        "first_s": round(first, 2),
+    }
+    second, second_id = _timed(runs, entry, second_sections, reps)
+    row["second_s"] = round(second, 2)
+    row["headline_second"] = (
+        diagnose_report(report_of(load_run(second_id, runs_root=runs)))
+        .kernels[0]
+        .diagnosis.headline
+    )
+    if COMPUTE_SECTION in extra:
+        without = [s for s in second_sections if s != COMPUTE_SECTION]
+        row["second_no_cwa_s"] = round(_timed(runs, entry, without, reps)[0], 2)
+        row["cwa_added_pct"] = round(100.0 * (second / row["second_no_cwa_s"] - 1.0), 1)
+    peer, _ = _timed(runs, entry, FULL_SET, reps)
+    row["peer_full_s"] = round(peer, 2)
+    row["both_passes_over_full"] = round((first + second) / peer, 2)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("."))
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--entries", nargs="+", default=list(ENTRIES), choices=ENTRIES)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    for entry in args.entries:  # each row kept as it comes: a long run may be cut short
+        rows.append(measure(entry, args.reps))
+        print(json.dumps(rows[-1]), flush=True)
+        (args.out / "deeper_pass.json").write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
