@@ -240,3 +240,16 @@ def test_an_idle_units_local_estimate_is_listed_not_made_the_cause() -> None:
     assert d.causes[0].id == "ncu_rule"
     assert d.headline.endswith("(ncu's local estimate 57%, one unit in isolation)"), d.headline
     assert not any(u.startswith("NewRule2027") for u in d.unmapped or [])
+
+
+@pytest.mark.parametrize(("sm", "passed"), [(30.0, True), (79.0, True), (81.0, False)])
+def test_a_symptom_rule_gains_at_most_the_busiest_units_idle_share(sm: float, passed: bool) -> None:
+    """Achieved occupancy (a symptom: the same work issued better) cannot take a kernel past
+    its busiest unit's peak: at 81 % SM throughput under 20 % is left, below the pass-through
+    threshold (20 %), so ncu's 71 % estimate is listed, not made the cause."""
+    kernel = {**BASE, "sm__throughput.avg.pct_of_peak_sustained_elapsed": sm}
+    occupancy = rule("AchievedOccupancy", "Achieved Occupancy", 71.0, kind=1)
+    d = diagnose_action(FakeAction(kernel, [occupancy]))
+    assert bool(d.causes) is passed, d.headline
+    if not passed:
+        assert d.unmapped and d.unmapped[0].startswith("AchievedOccupancy")

@@ -72,6 +72,11 @@ def test_a_compute_bound_first_pass_asks_for_the_pipes_first() -> None:
     assert COMPUTE_SECTION not in d.collected
     assert d.deeper is not None and next(iter(d.deeper)) == COMPUTE_SECTION
     assert len(d.deeper) == 5  # on top of the usual four
+    # SM at 90 %: ncu's achieved-occupancy estimate (local 71 %) is no cause of this kernel,
+    # whose XU pipe the deeper pass finds at 97 % (the headline before was that estimate).
+    assert (d.bound.compute_pct or 0.0) > 80.0
+    assert d.headline == "compute-bound: no cause found in the metrics collected"
+    assert d.unmapped and d.unmapped[0].startswith("AchievedOccupancy")
 
 
 def _kernel(**metrics: float) -> dict[str, float]:

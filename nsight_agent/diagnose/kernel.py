@@ -148,13 +148,26 @@ def unit_may_limit(f: Finding, ctx: Context) -> bool:
     return True
 
 
+def symptom_headroom(ctx: Context) -> float:
+    """The most a symptom rule's fix can gain, in %: the busiest unit's idle share.
+
+    Symptom rules (achieved occupancy, issue slots, stall reasons) are about hiding latency:
+    the same work, issued better. That work cannot go faster than its busiest unit's peak, so a
+    kernel whose SM or memory unit is at 90 % of peak gains at most 10 % from them, whatever
+    their estimate (on the H200, ncu's achieved-occupancy estimate of 71 % headlined an SFU
+    loop whose XU pipe issued at 97 % of its peak)."""
+    busiest = max(ctx.bound.compute_pct or 0.0, ctx.bound.memory_pct or 0.0)
+    return max(0.0, 100.0 - busiest)
+
+
 def _from_ncu(ctx: Context, declined: frozenset[CauseId] = frozenset()) -> list[Cause]:
     """Never silent: when none of our checks names a cause, ncu's rules that estimate a
     sizeable gain become causes, mapped into the vocabulary where they map, else passed
     through as ``ncu_rule``; the gain is ncu's, and a local estimate says so. A local
     estimate (one SM unit's throughput, or occupancy) is not passed through for a
     memory-bound kernel: a faster SM unit does not shorten a kernel that waits on memory.
-    Nor is a rule for a cause our own check ``declined``, its inputs measured."""
+    Nor is a rule for a cause our own check ``declined``, its inputs measured, nor a symptom
+    rule where the busiest unit leaves less than ``ncu_passthrough_pct`` to gain."""
     out: list[Cause] = []
     # Rules that name a defect before symptom rules (utilisation, stalls), each by estimate.
     found = sorted(
@@ -167,6 +180,8 @@ def _from_ncu(ctx: Context, declined: frozenset[CauseId] = frozenset()) -> list[
         if est < ctx.t.ncu_passthrough_pct:
             continue
         if f.speedup_type == "local" and not unit_may_limit(f, ctx):
+            continue
+        if ck.is_symptom(f.rule_id) and symptom_headroom(ctx) < ctx.t.ncu_passthrough_pct:
             continue
         mapped = ck.causes_of(f) or ck.fallback_of(f)
         cause_id = mapped[0] if mapped else "ncu_rule"
