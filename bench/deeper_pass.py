@@ -11,8 +11,9 @@ pipes' issue rates, ``pipe_at_roof``) on top of the usual four. This measures, p
 - ``peer_full``: every section of ncu's ``full`` set, which a user without the tool runs.
 
 Each is timed ``--reps`` times (median kept; each call also prints its time as it ends); the
-ratios are printed and written to ``DIR/deeper_pass.json``. One run per config, as ``diagnose``
-collects.
+ratios are printed and written to ``DIR/deeper_pass.json``. One run and one warm-up per config,
+as ``diagnose`` collects, but without the torch operator ranges it records (these probes launch
+one Triton kernel and no torch operator around it).
 
     python3 -m bench.deeper_pass [--out DIR] [--reps 1] [--entries run_sfu ...]
 """
@@ -29,7 +30,8 @@ from typing import Any
 
 from nsight_agent.diagnose.kernel import COMPUTE_SECTION
 from nsight_agent.diagnosis import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, deeper_sections
-from nsight_agent.service import build_request, load_run, profile, report_of
+from nsight_agent.engine.pipeline import RunResult
+from nsight_agent.service import build_request, profile, report_of
 from nsight_agent.views.diagnosis import diagnose_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,10 +63,9 @@ FULL_SET = [
 ]
 
 
-def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[float, str]:
-    """Median wall seconds of ``reps`` profile calls, and the last run's id."""
+def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[float, RunResult]:
+    """Median wall seconds of ``reps`` profile calls (``reps >= 1``), and the last run."""
     walls: list[float] = []
-    run_id = ""
     for _ in range(reps):
         request = build_request(
             source=PROBES.read_text(),
@@ -79,14 +80,13 @@ def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[floa
         run = profile(request, runs_root=runs)
         walls.append(time.perf_counter() - start)
         print(f"  {entry}, {len(sections)} sections: {walls[-1]:.1f} s", flush=True)
-        run_id = run.run_id  # a run that fails raises (the engine's errors name the stage)
-    return statistics.median(walls), run_id
+    return statistics.median(walls), run  # a run that fails raises, naming its stage
 
 
 def measure(entry: str, reps: int) -> dict[str, Any]:
     runs = Path(tempfile.mkdtemp(prefix="deeper-pass-"))
-    first, first_id = _timed(runs, entry, FIRST_PASS_SECTIONS, reps)
-    d = diagnose_report(report_of(load_run(first_id, runs_root=runs)))
+    first, first_run = _timed(runs, entry, FIRST_PASS_SECTIONS, reps)
+    d = diagnose_report(report_of(first_run))
     extra = deeper_sections(d)
     second_sections = [*FIRST_PASS_SECTIONS, *extra]
     row: dict[str, Any] = {
@@ -95,13 +95,9 @@ def measure(entry: str, reps: int) -> dict[str, Any]:
         "deeper": extra,
         "first_s": round(first, 2),
     }
-    second, second_id = _timed(runs, entry, second_sections, reps)
+    second, second_run = _timed(runs, entry, second_sections, reps)
     row["second_s"] = round(second, 2)
-    row["headline_second"] = (
-        diagnose_report(report_of(load_run(second_id, runs_root=runs)))
-        .kernels[0]
-        .diagnosis.headline
-    )
+    row["headline_second"] = diagnose_report(report_of(second_run)).kernels[0].diagnosis.headline
     if COMPUTE_SECTION in extra:
         without = [s for s in second_sections if s != COMPUTE_SECTION]
         row["second_no_cwa_s"] = round(_timed(runs, entry, without, reps)[0], 2)

@@ -21,6 +21,7 @@ from nsight_agent.diagnose import checks_launch as cl
 from nsight_agent.diagnose import checks_memory as cm
 from nsight_agent.diagnose.cause import Cause, Context
 from nsight_agent.diagnose.findings import Finding
+from nsight_agent.diagnose.thresholds import DiagnosisThresholds
 from nsight_agent.diagnose.vocabulary import CauseId
 
 Check = Callable[[Context], Cause | None]
@@ -134,6 +135,11 @@ def fallback_of(finding: Finding) -> tuple[CauseId, ...]:
     return ()
 
 
+def is_ranked_defect(cause: Cause, t: DiagnosisThresholds) -> bool:
+    """A defect (not a roof) whose estimated gain is worth ranking (``min_gain_pct``)."""
+    return cause.kind is None and (cause.gain or 0.0) >= t.min_gain_pct
+
+
 def names_of(check: Check) -> tuple[CauseId, ...]:
     return NAMES.get(check, (cast(CauseId, check.__name__),))
 
@@ -158,13 +164,13 @@ def run_checks(ctx: Context) -> Checked:
             cause = check(ctx)
             if cause is not None:
                 fired.append(cause)
-                if cause.kind is None and (cause.gain or 0.0) < ctx.t.min_gain_pct:
+                if cause.kind is None and not is_ranked_defect(cause, ctx.t):
                     declined.add(cause.id)
             elif not ctx.missing:
                 declined.update(names_of(check))
 
     run(CHECKS)
-    if not any(c.kind is None and (c.gain or 0.0) >= ctx.t.min_gain_pct for c in fired):
+    if not any(is_ranked_defect(c, ctx.t) for c in fired):
         run(RESIDUAL)
     known = ctx.bound.bound != "unknown"
     return Checked(fired, frozenset(declined) if known else frozenset())

@@ -115,7 +115,7 @@ def _fold(causes: list[Cause]) -> list[Cause]:
 
 def _rank(causes: list[Cause], t: DiagnosisThresholds) -> list[Cause]:
     roof = next((c for c in causes if c.kind == "roof"), None)
-    defects = [c for c in causes if c.kind is None and (c.gain or 0.0) >= t.min_gain_pct]
+    defects = [c for c in causes if ck.is_ranked_defect(c, t)]
     defects.sort(key=lambda c: -(c.gain or 0.0))
     if roof is None:
         return defects[: t.max_causes]
@@ -160,7 +160,7 @@ def symptom_headroom(ctx: Context) -> float:
     return max(0.0, 100.0 - busiest)
 
 
-def _from_ncu(ctx: Context, declined: frozenset[CauseId] = frozenset()) -> list[Cause]:
+def _from_ncu(ctx: Context, declined: frozenset[CauseId]) -> list[Cause]:
     """Never silent: when none of our checks names a cause, ncu's rules that estimate a
     sizeable gain become causes, mapped into the vocabulary where they map, else passed
     through as ``ncu_rule``; the gain is ncu's, and a local estimate says so. A local
