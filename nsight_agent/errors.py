@@ -66,6 +66,10 @@ class NcuError(NsightAgentError):
     """ncu itself reported an error not covered by a more specific class."""
 
 
+class ProfilerBusyError(NsightAgentError):
+    """Another profiler held the GPU's performance counters: not the program's fault."""
+
+
 class ExtractionError(NsightAgentError):
     """The report could not be turned into rows (missing, unreadable or inconsistent)."""
 

@@ -19,8 +19,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine import process
-from nsight_agent.engine.collection.ncu import PERMISSION_HINT, find_ncu
-from nsight_agent.errors import NcuNotFoundError
+from nsight_agent.engine.collection import gpu_lock
+from nsight_agent.engine.collection.ncu import BUSY, BUSY_HINT, PERMISSION_HINT, find_ncu
+from nsight_agent.errors import NcuNotFoundError, ProfilerBusyError
 from nsight_agent.request import TIME_METRIC
 
 NCU_VERSION_TIMEOUT_S = 30.0
@@ -285,11 +286,19 @@ def probe_counters(ncu: str) -> CounterAccess:
             "-c",
             _PROBE,
         ]
+        keys = gpu_lock.gpu_keys(os.environ.get("CUDA_VISIBLE_DEVICES"))
         try:
-            proc = process.run_capture(argv, timeout=PROBE_TIMEOUT_S)
+            with gpu_lock.held(keys, tag="device_info probe", timeout=PROBE_TIMEOUT_S):
+                proc = process.run_capture(argv, timeout=PROBE_TIMEOUT_S)
         except process.RunTimeout:
             return CounterAccess(permitted="unknown", how=f"probe ran past {PROBE_TIMEOUT_S:.0f} s")
+        except ProfilerBusyError as err:
+            return CounterAccess(permitted="unknown", how=f"probe not run: {err.message}")
         text = (log.read_text(errors="replace") if log.exists() else "") + proc.stdout + proc.stderr
+        if BUSY.search(text):
+            return CounterAccess(
+                permitted="unknown", how="probe: another profiler held the counters", hint=BUSY_HINT
+            )
         if "ERR_NVGPUCTRPERM" in text:
             return CounterAccess(
                 permitted="no", how="probe: ERR_NVGPUCTRPERM", hint=PERMISSION_HINT

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from nsight_agent.annotation import CALL_DOMAIN, NCU_NVTX_INCLUDE
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import extract, ncu
+from nsight_agent.engine.collection import extract, gpu_lock, ncu
 from nsight_agent.errors import NcuError
 
 NOT_FOUND = re.compile(r"No attachable process|No processes found")
@@ -105,13 +105,17 @@ def collect(
     """``ncu.collect``'s run and checks, through ``target``: the same report, log, program
     output and errors. Raises ``AttachFailed`` when the attach itself failed."""
     attach_argv = ncu.attach_argv(ncu.find_ncu(), options, target.port, report_path.with_suffix(""))
-    start = time.monotonic()
+    keys = gpu_lock.gpu_keys(ncu.child_env().get("CUDA_VISIBLE_DEVICES"))
     try:
-        target.hand(run_dir, argv, output_path)
-        attached = _attach(attach_argv, target, log_path, output_path, start, timeout, poll, tag)
-        if attached.returncode == 0:  # else the target may never end: it is killed below
-            _wait_for_end(target, output_path, start, timeout, poll)
-        status = target.exit_status()
+        with gpu_lock.held(keys, tag=tag or "attach", timeout=timeout, poll=poll):
+            start = time.monotonic()
+            target.hand(run_dir, argv, output_path)
+            attached = _attach(
+                attach_argv, target, log_path, output_path, start, timeout, poll, tag
+            )
+            if attached.returncode == 0:  # else the target may never end: it is killed below
+                _wait_for_end(target, output_path, start, timeout, poll)
+            status = target.exit_status()
     finally:
         target.kill()  # single use; also on a timeout, a cancel, an error
     process.cap_output(output_path)

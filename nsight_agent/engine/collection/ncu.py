@@ -6,10 +6,12 @@ file in the run directory, not a pipe; a wall-clock limit kills the whole proces
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import get_args
 
 from nsight_agent.annotation import NCU_NVTX_INCLUDE
 from nsight_agent.engine import pinning, process
+from nsight_agent.engine.collection import gpu_lock
 from nsight_agent.errors import (
     CollectionTimeoutError,
     CounterPermissionError,
@@ -25,11 +28,26 @@ from nsight_agent.errors import (
     NcuNotFoundError,
     NoKernelsProfiledError,
     ProfiledProcessError,
+    ProfilerBusyError,
     UnknownMetricError,
 )
 from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
 
 Suggest = Callable[[str], list[str]]
+
+logger = logging.getLogger(__name__)
+
+# ncu's words when another profiling session holds the GPU's counters (ncu 2025.3.1, H200,
+# two ncu at once); it then ends the program with exit code 9.
+BUSY = re.compile(r"driver resource was unavailable", re.IGNORECASE)
+BUSY_HINT = (
+    "Nothing in your program failed. Another profiler held this GPU's performance counters: "
+    "another ncu, DCGM's profiling module (pause it with `dcgmi profile --pause`), or Nsight "
+    "Systems sampling GPU metrics. Stop it, or run again when it is done."
+)
+# Pauses before the second and third attempt when a profiler outside our GPU lock holds the
+# counters; each attempt reruns the program.
+BUSY_PAUSES_S = (2.0, 5.0)
 
 PERMISSION_HINT = (
     "ncu needs access to the GPU performance counters. Either run as root (or with sudo), or "
@@ -153,6 +171,8 @@ class NcuRun:
     log_path: Path
     output_path: Path
     seconds: float
+    waited_s: float = 0.0  # waiting for the GPU's profiler lock (another process held it)
+    attempts: int = 1
 
     def ncu_log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -226,6 +246,12 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
             "ncu is not permitted to read the GPU performance counters (ERR_NVGPUCTRPERM).",
             PERMISSION_HINT,
         )
+    if BUSY.search(text):
+        raise ProfilerBusyError(
+            "ncu could not profile: another profiling session held the GPU's performance "
+            f"counters (ncu: {_busy_line(errors)}).",
+            BUSY_HINT,
+        )
     for pattern in _METRIC_ERRORS:
         m = pattern.search(text)
         if m:
@@ -254,6 +280,10 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
             f"ncu exited cleanly but wrote no report at {run_result.report_path}.",
             f"See the ncu log {run_result.log_path}.",
         )
+
+
+def _busy_line(errors: list[str]) -> str:
+    return next((e for e in errors if BUSY.search(e)), "").strip().rstrip(".")
 
 
 def _tail(text: str, lines: int) -> str:
@@ -304,19 +334,50 @@ def collect(
     if report_path.suffix != ".ncu-rep":
         raise InvalidRequestError(f"report path must end in .ncu-rep: {report_path}")
     argv = build_argv(find_ncu(), options, report_path.with_suffix(""), log_path, target)
-    result = run(
-        argv,
-        report_path=report_path,
-        log_path=log_path,
-        output_path=output_path,
-        timeout=timeout,
-        cwd=cwd,
-        env=env if env is not None else child_env(),
-        poll=poll,
-        tag=tag,
-    )
-    program_error = ""
-    if error_path is not None and error_path.exists():
-        program_error = error_path.read_text(errors="replace")
-    check(result, program_error=program_error, suggest=suggest)
-    return result
+    env = env if env is not None else child_env()
+    keys = gpu_lock.gpu_keys(env.get("CUDA_VISIBLE_DEVICES"))
+    waited = 0.0
+    for attempt, pause in enumerate((*BUSY_PAUSES_S, None), start=1):
+        with gpu_lock.held(
+            keys, tag=tag or "ncu", timeout=timeout, poll=poll, on_wait=logger.info
+        ) as w:
+            waited += w
+            result = run(
+                argv,
+                report_path=report_path,
+                log_path=log_path,
+                output_path=output_path,
+                timeout=timeout,
+                cwd=cwd,
+                env=env,
+                poll=poll,
+                tag=tag,
+            )
+        result.waited_s, result.attempts = waited, attempt
+        program_error = ""
+        if error_path is not None and error_path.exists():
+            program_error = error_path.read_text(errors="replace")
+        try:
+            check(result, program_error=program_error, suggest=suggest)
+        except ProfilerBusyError as err:
+            if pause is None:
+                raise ProfilerBusyError(
+                    f"{err.message} Tried {attempt} times over {waited + result.seconds:.0f} s.",
+                    err.hint,
+                ) from err
+            logger.warning("GPU profiler busy (attempt %d): trying again in %.0f s", attempt, pause)
+            _pause(pause, poll)
+            if error_path is not None:
+                error_path.unlink(missing_ok=True)
+            continue
+        return result
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _pause(seconds: float, poll: Callable[[], None] | None) -> None:
+    """Sleep ``seconds``, calling ``poll`` (a cancel raises there) every 0.1 s."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if poll is not None:
+            poll()
+        time.sleep(min(0.1, max(0.0, end - time.monotonic())))

@@ -106,7 +106,18 @@ def collect(
     early = ended_early(artifacts["manifest"], request)
     if early is not None:
         raise early
-    return Collected(done.seconds, attach.PRELAUNCHED if why is None else f"cold: {why}")
+    path = attach.PRELAUNCHED if why is None else f"cold: {why}"
+    return Collected(done.seconds, path + _waits(done))
+
+
+def _waits(done: ncu.NcuRun) -> str:
+    """What another profiler on the GPU cost this run, said beside the path."""
+    said = ""
+    if done.waited_s >= 0.5:
+        said += f"; waited {done.waited_s:.0f} s for the GPU's profiler (another process had it)"
+    if done.attempts > 1:
+        said += f"; profiled on attempt {done.attempts} (another profiler held the counters)"
+    return said
 
 
 def forget_attempt(run_dir: Path) -> None:
