@@ -17,7 +17,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -232,7 +232,7 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch, locks: Path) -> None:
     monkeypatch.setattr(gpu_lock, "gpu_keys", lambda visible: ["k"])
 
 
-def _collect(tmp_path: Path) -> ncu.NcuRun:
+def _collect(tmp_path: Path, forget: Callable[[], None] | None = None) -> ncu.NcuRun:
     return ncu.collect(
         ["true"],
         ncu.NcuOptions(),
@@ -240,6 +240,8 @@ def _collect(tmp_path: Path) -> ncu.NcuRun:
         log_path=tmp_path / "ncu.log",
         output_path=tmp_path / "out.log",
         timeout=30,
+        error_path=tmp_path / "error.json",
+        forget=forget,
     )
 
 
@@ -247,8 +249,12 @@ def test_a_profiler_outside_the_lock_is_retried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quick_retries: None
 ) -> None:
     monkeypatch.setenv("NCU", str(_fake_ncu(tmp_path, busy_times=1)))
-    done = _collect(tmp_path)
+    # What the killed first attempt's program left must not be read as the second's.
+    (tmp_path / "error.json").write_text("{}")
+    forgotten: list[int] = []
+    done = _collect(tmp_path, forget=lambda: forgotten.append(1))
     assert done.attempts == 2 and done.report_path.exists()
+    assert forgotten == [1] and not (tmp_path / "error.json").exists()
     said = ncu_run._waits(done)
     assert said == "; profiled on attempt 2 (another profiler held the counters)"
 

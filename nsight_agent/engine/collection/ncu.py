@@ -325,11 +325,15 @@ def collect(
     poll: Callable[[], None] | None = None,
     suggest: Suggest | None = None,
     tag: str | None = None,
+    forget: Callable[[], None] | None = None,
 ) -> NcuRun:
     """Run ``target`` once under ncu and check the outcome: the one collection path.
 
     ``error_path`` is where the program writes its own traceback when it fails; ``suggest``
     gives close matches for a metric name ncu rejected (the catalog stage provides it).
+    The run holds its GPUs' profiler lock (``gpu_lock``); when a profiler outside that lock
+    held the counters, it is tried again after ``forget`` removed what the failed attempt's
+    program left (its progress and manifest would be read as the next attempt's).
     """
     if report_path.suffix != ".ncu-rep":
         raise InvalidRequestError(f"report path must end in .ncu-rep: {report_path}")
@@ -337,6 +341,7 @@ def collect(
     env = env if env is not None else child_env()
     keys = gpu_lock.gpu_keys(env.get("CUDA_VISIBLE_DEVICES"))
     waited = 0.0
+    start = time.monotonic()
     for attempt, pause in enumerate((*BUSY_PAUSES_S, None), start=1):
         with gpu_lock.held(
             keys, tag=tag or "ncu", timeout=timeout, poll=poll, on_wait=logger.info
@@ -362,13 +367,15 @@ def collect(
         except ProfilerBusyError as err:
             if pause is None:
                 raise ProfilerBusyError(
-                    f"{err.message} Tried {attempt} times over {waited + result.seconds:.0f} s.",
+                    f"{err.message} Tried {attempt} times over {time.monotonic() - start:.0f} s.",
                     err.hint,
                 ) from err
             logger.warning("GPU profiler busy (attempt %d): trying again in %.0f s", attempt, pause)
             _pause(pause, poll)
             if error_path is not None:
                 error_path.unlink(missing_ok=True)
+            if forget is not None:
+                forget()
             continue
         return result
     raise AssertionError("unreachable: the last attempt returns or raises")

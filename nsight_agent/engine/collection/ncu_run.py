@@ -94,6 +94,7 @@ def collect(
                 env=ncu.child_env(),
                 poll=poll,
                 tag=f"{run_id}.ncu",
+                forget=lambda: forget_attempt(run_dir),
             )
     except ProfiledProcessError as err:
         raise preflight_run.source_error(run_dir / "error.json", err.stderr_tail) from err
@@ -121,8 +122,8 @@ def _waits(done: ncu.NcuRun) -> str:
 
 
 def forget_attempt(run_dir: Path) -> None:
-    """Remove what a failed attach attempt's harness left, before the cold run writes its own
-    (a stale error.json would be read as the cold run's)."""
+    """Remove what a failed attempt's harness left (an attach, or a cold run that met a busy
+    profiler), before the next run writes its own (a stale error.json would be read as its)."""
     artifacts = artifact_paths(run_dir)
     for path in (artifacts["report"], artifacts["manifest"], *map(run_dir.joinpath, LEFT)):
         path.unlink(missing_ok=True)
