@@ -12,12 +12,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import settings
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import aggregate as aggregation
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.engine.pipeline import OutputCheck, RunResult
 from nsight_agent.request import ProfileRequest
+
+# Property tests draw the same examples on every run, so CI cannot turn red at random;
+# HYPOTHESIS_EXPLORE=N draws N fresh random examples per test instead, to hunt on purpose.
+EXPLORE = int(os.environ.get("HYPOTHESIS_EXPLORE", "0") or 0)
+settings.register_profile(
+    "nsight-agent", derandomize=not EXPLORE, **({"max_examples": EXPLORE} if EXPLORE else {})
+)
+settings.load_profile("nsight-agent")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SWEEP = FIXTURES / "engine" / "sweep"
