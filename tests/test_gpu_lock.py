@@ -46,10 +46,10 @@ def locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def _wait_until(predicate: object, what: str, limit: float = 60.0) -> None:
+def _wait_until(predicate: Callable[[], object], what: str, limit: float = 60.0) -> None:
     """Wait on state (the limit only ends a broken test)."""
     end = time.monotonic() + limit
-    while not predicate():  # type: ignore[operator]
+    while not predicate():
         assert time.monotonic() < end, f"never: {what}"
         time.sleep(0.02)
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import gpu_lock
 from nsight_agent.engine.collection.ncu import BUSY, BUSY_HINT, PERMISSION_HINT, find_ncu
+from nsight_agent.engine.pinning import nvml_text
 from nsight_agent.errors import NcuNotFoundError, ProfilerBusyError
 from nsight_agent.request import TIME_METRIC
 
@@ -150,7 +151,7 @@ def _nvml_gpus(unknown: list[str]) -> tuple[list[GpuInfo], str | None]:
         unknown.append(f"GPUs via NVML: no NVIDIA driver here ({err})")
         return [], None
     try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        driver = nvml_text(pynvml.nvmlSystemGetDriverVersion())
         gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -170,10 +171,6 @@ def dram_peak(slot: str | None = None) -> float | None:
     return gpus[index].peak_dram_bytes_per_s
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _try(fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
@@ -191,7 +188,7 @@ def _nvml_gpu(nv: Any, index: int, h: Any) -> GpuInfo:
     sms = _try(nv.nvmlDeviceGetNumGpuCores, h)  # CUDA cores; SMs come from torch below
     gpu = GpuInfo(
         index=index,
-        name=_text(nv.nvmlDeviceGetName(h)),
+        name=nvml_text(nv.nvmlDeviceGetName(h)),
         compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
         memory_gib=round(mem.total / 2**30, 1) if mem else None,
         sm_clock_max_mhz=float(sm_max) if sm_max else None,

@@ -20,7 +20,10 @@ import contextlib
 import contextvars
 import importlib.util
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _DEVICE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "nsight_agent_pinned_device", default=None
@@ -73,6 +76,12 @@ def has_gpu() -> bool:
 
 
 def _nvml_count() -> int | None:
+    return nvml_query(lambda nv: int(nv.nvmlDeviceGetCount()))
+
+
+def nvml_query(query: Callable[[Any], T], *, no_driver: T | None = None) -> T | None:
+    """``query(pynvml)`` inside one NVML session. None when nvidia-ml-py is missing or the
+    query fails; ``no_driver`` when no NVIDIA driver answers (a machine without a GPU)."""
     try:
         import pynvml
     except ImportError:
@@ -80,13 +89,19 @@ def _nvml_count() -> int | None:
     try:
         pynvml.nvmlInit()
     except Exception:  # no driver, no GPU: NVMLError of several kinds
-        return None
+        return no_driver
     try:
-        return int(pynvml.nvmlDeviceGetCount())
+        return query(pynvml)
     except Exception:
         return None
     finally:
-        pynvml.nvmlShutdown()
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def nvml_text(value: Any) -> str:
+    """An NVML string: bytes in older nvidia-ml-py releases, str in newer ones."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _torch_count() -> int:

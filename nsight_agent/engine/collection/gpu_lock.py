@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from nsight_agent.engine.pinning import nvml_query, nvml_text
 from nsight_agent.errors import ProfilerBusyError
 
 LOCK_DIR_ENV = "NSIGHT_AGENT_LOCK_DIR"
@@ -69,29 +71,15 @@ def gpu_keys(visible: str | None) -> list[str]:
 
 def _nvml_uuids() -> list[str] | None:
     """UUIDs by NVML index; [] when no driver answers (no GPU); None when NVML is missing."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no driver, no GPU: NVMLError of several kinds
-        return []
-    try:
-        count = int(pynvml.nvmlDeviceGetCount())
+
+    def uuids(nv: Any) -> list[str]:
+        count = int(nv.nvmlDeviceGetCount())
         return [
-            _text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)))
-            for i in range(count)
+            nvml_text(nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(i))) for i in range(count)
         ]
-    except Exception:
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
 
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+    none: list[str] = []
+    return nvml_query(uuids, no_driver=none)
 
 
 @dataclass(frozen=True)
