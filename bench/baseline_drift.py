@@ -38,9 +38,11 @@ from typing import Any
 
 import pandas as pd
 
-from nsight_agent import service
 from nsight_agent.engine.store import baselines
 from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.service import baselines as service
+from nsight_agent.service.measure import Measuring, measure
+from nsight_agent.service.profile import build_request
 from nsight_agent.views.common import dump
 from nsight_agent.views.compare import compare_summary
 from nsight_agent.views.run_diff import DRIFT_RSD_PCT, render_diff
@@ -88,11 +90,11 @@ def _medians(run: Any) -> list[float]:
 
 
 def _timed(root: Path, entry: str = "run", runs: int = 20) -> Any:
-    request = service.build_request(
+    request = build_request(
         source=SOURCE, language="triton", configs=CONFIGS, runs=runs, entry=entry
     )
     with WorkerPool() as pool:  # a fresh worker process each round
-        run = service.time_only(request, pool, runs_root=root)
+        run = measure(request, "timing", Measuring(runs_root=root, workers=pool))
     service.record_environment(run)
     return run
 
@@ -151,7 +153,7 @@ def drift(root: Path, rounds: int, gap: float, out: dict[str, Any]) -> list[str]
 
 def slower(root: Path, out: dict[str, Any]) -> list[str]:
     failed: list[str] = []
-    pair = service.build_request(
+    pair = build_request(
         source=SOURCE,
         language="triton",
         configs=CONFIGS,
@@ -159,7 +161,7 @@ def slower(root: Path, out: dict[str, Any]) -> list[str]:
         variants=[{"name": "run", "entry": "run"}, {"name": "slow", "entry": "run_slow"}],
     )
     with WorkerPool() as pool:
-        both = service.time_only(pair, pool, runs_root=root)
+        both = measure(pair, "timing", Measuring(runs_root=root, workers=pool))
     s = compare_summary(both, baseline="run")
     truth = [c.variants["slow"].speedup for c in s.configs]
     _say(f"within one run, slow variant speedups (baseline/slow): {truth}")
@@ -183,11 +185,11 @@ def incomparable(root: Path, out: dict[str, Any], ncu: bool = True) -> list[str]
         failed.append("a run on another GPU was not refused by its GPU model")
     if not ncu:
         return failed
-    request = service.build_request(source=SOURCE, language="triton", configs=CONFIGS, runs=10)
-    first = service.profile(request, runs_root=root)
+    request = build_request(source=SOURCE, language="triton", configs=CONFIGS, runs=10)
+    first = measure(request, "ncu", Measuring(runs_root=root))
     service.record_environment(first)
     service.set_baseline("ncu-base", first.run_id, runs_root=root)
-    second = service.profile(request, runs_root=root)
+    second = measure(request, "ncu", Measuring(runs_root=root))
     service.record_environment(second)
     d = service.diff(second.run_id, "ncu-base", root)
     _say("ncu, same source re-run:\n" + render_diff(d))

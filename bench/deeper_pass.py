@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.diagnose.kernel import COMPUTE_SECTION
-from nsight_agent.diagnosis import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, deeper_sections
-from nsight_agent.engine.pipeline import RunResult
-from nsight_agent.service import build_request, profile, report_of
+from nsight_agent.service.diagnose import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, deeper_sections
+from nsight_agent.service.measure import Measuring, RunResult
+from nsight_agent.service.profile import profile
+from nsight_agent.service.runs import report_of
 from nsight_agent.views.diagnosis import diagnose_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +68,10 @@ def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[floa
     """Median wall seconds of ``reps`` profile calls (``reps >= 1``), and the last run."""
     walls: list[float] = []
     for _ in range(reps):
-        request = build_request(
+        start = time.perf_counter()
+        run = profile(
+            Measuring(runs_root=runs),
+            "ncu",
             source=PROBES.read_text(),
             entry=entry,
             configs=CONFIGS,
@@ -76,8 +80,6 @@ def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[floa
             runs=1,
             warmup=1,
         )
-        start = time.perf_counter()
-        run = profile(request, runs_root=runs)
         walls.append(time.perf_counter() - start)
         print(f"  {entry}, {len(sections)} sections: {walls[-1]:.1f} s", flush=True)
     return statistics.median(walls), run  # a run that fails raises, naming its stage

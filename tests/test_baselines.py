@@ -20,11 +20,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nsight_agent import service
 from nsight_agent.cli import main
 from nsight_agent.engine.store import baselines, retention
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.service import baselines as service
+from nsight_agent.service.measure import Measuring
+from nsight_agent.service.profile import profile
+from nsight_agent.service.runs import list_runs
 from nsight_agent.views import run_diff
 from nsight_agent.views.compare import config_verdict
 from nsight_agent.views.history import plot_history, render_history
@@ -55,21 +58,16 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     two variants, made on the CPU timing path."""
     root = tmp_path_factory.mktemp("runs")
     with WorkerPool() as pool:
-        fast = service.time_only(
-            service.build_request(source=FAST, language="torch", configs=CONFIGS, runs=5),
-            pool,
-            runs_root=root,
-        )
-        two = service.time_only(
-            service.build_request(
-                source=FAST,
-                language="torch",
-                configs=CONFIGS,
-                runs=5,
-                variants=[{"name": "run", "entry": "run"}, {"name": "other", "entry": "other"}],
-            ),
-            pool,
-            runs_root=root,
+        where = Measuring(runs_root=root, workers=pool)
+        fast = profile(where, "timing", source=FAST, language="torch", configs=CONFIGS, runs=5)
+        two = profile(
+            where,
+            "timing",
+            source=FAST,
+            language="torch",
+            configs=CONFIGS,
+            runs=5,
+            variants=[{"name": "run", "entry": "run"}, {"name": "other", "entry": "other"}],
         )
         service.set_baseline("main", fast.run_id, runs_root=root)
         yield {"root": root, "fast": fast.run_id, "two": two.run_id, "pool": pool}
@@ -120,7 +118,7 @@ def test_a_baseline_names_a_run_and_is_listed(store: dict[str, Any]) -> None:
     assert len(main_b.source_hash) == 12 and main_b.measured
     # The file lives in the runs folder, hidden from run listings.
     assert (root / baselines.BASELINES_FILE).is_file()
-    assert baselines.BASELINES_FILE not in service.list_runs(root)["runs"]
+    assert baselines.BASELINES_FILE not in list_runs(root)["runs"]
 
 
 def test_names_are_checked_and_a_run_of_several_variants_needs_one(

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from nsight_agent import service
 from nsight_agent.engine.store import run_status, runs
 from nsight_agent.errors import (
     CollectionTimeoutError,
@@ -17,6 +16,7 @@ from nsight_agent.errors import (
     RunsRootNotAFolderError,
 )
 from nsight_agent.request import ProfileRequest
+from nsight_agent.service import runs as run_store
 
 SOURCE = "def setup(n, device):\n    return ()\n\ndef run():\n    return None\n"
 
@@ -88,7 +88,7 @@ def test_only_run_folders_are_listed(tmp_path: Path) -> None:
     (tmp_path / ".cuda-cache").mkdir()
     (tmp_path / "notes").mkdir()
     (tmp_path / "file.txt").write_text("x")
-    listed = service.list_runs(tmp_path)
+    listed = run_store.list_runs(tmp_path)
     assert listed["runs"] == [run_id] and listed["status"] == {run_id: "running"}
 
 

@@ -1,66 +1,13 @@
 """``nsight-agent``: the same engine for people, on the same service layer as the MCP server.
 
 Commands: profile, compare, diagnose, report, metrics, skills, runs, doctor, serve, demo;
-baseline, diff, check, history (``cli/baselines.py``; ``check`` also exits 3: not comparable).
-Exit codes: 0 ok, 1 failure (the work could not be done: no ncu, a broken kernel, ...), 2 usage
-(bad arguments, an unknown metric, a file that is not a report).
+baseline, diff, check, history (``cli/baselines.py``). The entry (``cli/main.py``) maps errors
+to exit codes; each command (``cli/commands.py``) calls one use case of ``nsight_agent.service``.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-from collections.abc import Sequence
-
-from pydantic import ValidationError
-
-from nsight_agent.cli import baselines, commands, output, parser
 from nsight_agent.cli.commands import parse_config, parse_configs
-from nsight_agent.errors import (
-    ExtractionError,
-    InvalidRequestError,
-    NsightAgentError,
-    UnknownMetricError,
-)
-from nsight_agent.request import validation_text
+from nsight_agent.cli.main import build_parser, main
 
 __all__ = ["build_parser", "main", "parse_config", "parse_configs"]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``parser.COMMANDS``, each command running ``commands.cmd_<name>``."""
-    found = (commands, baselines)  # baselines: baseline, diff, check, history
-    return parser.build(
-        {
-            c.name: next(getattr(m, f"cmd_{c.name}") for m in found if hasattr(m, f"cmd_{c.name}"))
-            for c in parser.COMMANDS
-        }
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # exits 2 on a usage error
-    try:
-        return int(args.func(args))
-    except ValidationError as err:
-        output.error(validation_text(err))
-        return 2
-    except (InvalidRequestError, UnknownMetricError, ExtractionError) as err:
-        # What the caller gave is wrong (arguments, a metric name, a file that is no report).
-        output.error(str(err))  # hints in command-line terms (cli/terms.py)
-        return 2
-    except NsightAgentError as err:
-        output.error(str(err))
-        return 1
-    except BrokenPipeError:
-        # The reader went away (`| head`): stay quiet, and keep Python's exit flush quiet too.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,11 +28,11 @@ def _threshold(value: float | None) -> float | None:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from nsight_agent import service
+    from nsight_agent.service import baselines as baseline_store
 
     root = _root(args)
     if args.action == "list":
-        found = service.list_baselines(root)
+        found = baseline_store.list_baselines(root)
         if args.json:
             print(json.dumps([b.model_dump(exclude={"checks"}) for b in found], indent=1))
             return EXIT_OK
@@ -47,38 +47,38 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if not args.name:
         raise InvalidRequestError(f"baseline {args.action} needs a NAME.")
     if args.action == "remove":
-        gone = service.remove_baseline(args.name, root)
+        gone = baseline_store.remove_baseline(args.name, root)
         print(f"removed baseline {gone.name} (run {gone.run_id} is kept until retention)")
         return EXIT_OK
     if not args.run_id:
         raise InvalidRequestError(
             "baseline set needs a NAME and a RUN_ID: nsight-agent baseline set main RUN_ID"
         )
-    b = service.set_baseline(args.name, args.run_id, args.variant, root)
+    b = baseline_store.set_baseline(args.name, args.run_id, args.variant, root)
     print(f"baseline {b.name} = run {b.run_id} [{b.variant}], {b.method} on {b.gpu or '?'}")
     return EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Exit 0 when the runs were compared (whatever the verdict), 3 when not comparable."""
-    from nsight_agent import service
+    from nsight_agent.service import baselines as baseline_store
     from nsight_agent.views.common import dump
     from nsight_agent.views.run_diff import render_diff
 
-    d = service.diff(args.run, args.against, _root(args), _threshold(args.threshold))
+    d = baseline_store.diff(args.run, args.against, _root(args), _threshold(args.threshold))
     print(json.dumps(dump(d), indent=1) if args.json else render_diff(d))
     return EXIT_OK if d.comparable else EXIT_NOT_COMPARABLE
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from nsight_agent import service
+    from nsight_agent.service import baselines as baseline_store
     from nsight_agent.views.common import dump
     from nsight_agent.views.run_diff import render_diff, summary_regression
 
     path = Path(args.file)
     if not path.is_file():
         raise InvalidRequestError(f"No source file at {path}.")
-    d, both = service.check_source(
+    d, both = baseline_store.check_source(
         path.read_text(),
         args.baseline,
         entry=args.entry,
@@ -105,11 +105,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from nsight_agent import service
+    from nsight_agent.service import baselines as baseline_store
     from nsight_agent.views.common import dump
     from nsight_agent.views.history import plot_history, render_history
 
-    h = service.history(args.key, _root(args), limit=args.limit)
+    h = baseline_store.history(args.key, _root(args), limit=args.limit)
     print(json.dumps(dump(h), indent=1) if args.json else render_history(h))
     if args.plot:
         plot_history(h, args.plot)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.cli import output
+import nsight_agent.cli.output as output
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 
 
@@ -126,12 +126,13 @@ def _dump(model: Any) -> str:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from nsight_agent import service
-    from nsight_agent.cli import tables
+    import nsight_agent.cli.tables as tables
     from nsight_agent.views import runs, text
 
     path = Path(args.file)
-    request = service.build_request(
+    run = _measure(
+        args.method,
+        f"profiling {path.name}",
         source=kernel_source(path, "profile"),
         language=args.language,
         entry=args.entry,
@@ -142,7 +143,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         clock_control=args.clock_control,
     )
-    run = _measure(request, args.method, f"profiling {path.name}")
     s = runs.profile_summary(run, limit=10_000)
     if args.json:
         print(_dump(s))
@@ -164,7 +164,7 @@ def metric_labels(run: Any) -> dict[str, str]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from nsight_agent.cli import tables
+    import nsight_agent.cli.tables as tables
     from nsight_agent.views import report, text
 
     s = report.summarize_report(
@@ -192,17 +192,17 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if not (path.is_file() and is_report(path)):
             source = kernel_source(path, "diagnose")
 
-    from nsight_agent import diagnosis
-    from nsight_agent.cli import tables
+    import nsight_agent.cli.tables as tables
+    from nsight_agent.service import diagnose
+    from nsight_agent.service.measure import Measuring
     from nsight_agent.views import text
-    from nsight_agent.views.diagnosis import diagnose_report
 
     options = {"ideal_bytes": args.ideal_bytes, "input_dtypes": args.input_dtype}
     if args.run_id:
-        d = diagnosis.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
+        d = diagnose.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
     elif source is None:
         assert path is not None
-        d = diagnose_report(path, offset=args.offset, limit=args.limit, **options)
+        d = diagnose.diagnose_file(path, offset=args.offset, limit=args.limit, **options)
     else:
         assert path is not None
         fields: dict[str, Any] = {
@@ -213,8 +213,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "timeout_s": args.timeout,
         }
         with output.progress(f"diagnosing {path.name} under ncu") as progress:
-            d = diagnosis.diagnose_source(
-                fields, on_progress=progress, deep=not args.no_deep, limit=args.limit, **options
+            where = Measuring(on_progress=progress)
+            d = diagnose.diagnose_source(
+                fields, where, deep=not args.no_deep, limit=args.limit, **options
             )
     if args.json:
         print(_dump(d))
@@ -225,11 +226,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Exit 0 only when this machine can profile; otherwise say why and exit 1."""
-    from nsight_agent.cli import tables
-    from nsight_agent.engine import device
+    import nsight_agent.cli.tables as tables
+    from nsight_agent.service import session
     from nsight_agent.views import device as device_views
 
-    info = device.device_info(probe=args.probe)
+    info = session.device_info(probe=args.probe)
     if args.json:
         print(info.model_dump_json(indent=1))
     else:
@@ -248,8 +249,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from nsight_agent import service
-    from nsight_agent.cli import tables
+    import nsight_agent.cli.tables as tables
     from nsight_agent.views import compare, text
 
     path = Path(args.file)
@@ -262,7 +262,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "compare needs at least two --variant NAME[=ENTRY].",
             "Example: --variant eager=run_ref --variant fused=run",
         )
-    request = service.build_request(
+    run = _measure(
+        args.method,
+        f"comparing {len(variants)} variants of {path.name}",
         source=kernel_source(path, "compare"),
         language=args.language,
         variants=variants,
@@ -272,7 +274,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         clock_control=args.clock_control,
     )
-    run = _measure(request, args.method, f"comparing {len(variants)} variants of {path.name}")
     s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
     if args.json:
         print(_dump(s))
@@ -316,13 +317,13 @@ def cmd_skills(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from nsight_agent import service
+    from nsight_agent.service import runs as run_store
 
     root = Path(args.runs_root) if args.runs_root else None
     if args.action == "list":
-        from nsight_agent.cli import tables
+        import nsight_agent.cli.tables as tables
 
-        listing = service.list_runs(root, limit=args.limit)
+        listing = run_store.list_runs(root, limit=args.limit)
         if output.rich_stdout():
             output.show(
                 "", tables.runs_list(listing["runs_root"], listing["runs"], listing["status"])
@@ -336,18 +337,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
             raise InvalidRequestError("runs show needs a run id: nsight-agent runs show RUN_ID")
         return show_run(args.run_id, root, offset=args.offset, limit=args.limit)
     else:
-        pruned = service.prune_runs(root, keep=args.keep, max_gb=args.max_gb)
+        pruned = run_store.prune_runs(root, keep=args.keep, max_gb=args.max_gb)
         print(f"removed {len(pruned.removed)} run(s), {pruned.freed_bytes / 1e6:.1f} MB")
     return 0
 
 
 def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50) -> int:
     """A kept run: its table, or (a run that did not pass) its failure, exit 1."""
-    from nsight_agent import service
-    from nsight_agent.cli import tables
+    import nsight_agent.cli.tables as tables
+    from nsight_agent.service import runs as run_store
     from nsight_agent.views import runs, text
 
-    run = service.load_run(run_id, root)
+    run = run_store.load_run(run_id, root)
     s = runs.profile_summary(run, offset=offset, limit=limit)
     status = getattr(run, "status", "passed")
     if status != "passed":
@@ -364,17 +365,17 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
     return 0
 
 
-def _measure(request: Any, method: str, stage: str) -> Any:
-    """Under ncu, or (``--method timing``) timed on a warm worker started for this command;
-    a spinner on stderr says which while it runs."""
-    from nsight_agent import service
-    from nsight_agent.engine.worker.pool import WorkerPool
+def _measure(method: str, stage: str, **fields: Any) -> Any:
+    """The request of ``fields`` under ncu, or (``--method timing``) timed on a warm worker
+    started for this command; a spinner on stderr says which while it runs."""
+    from nsight_agent.service import profile
+    from nsight_agent.service.measure import Measuring
 
     if method == "timing":
-        with output.progress(f"{stage}: timing (warm worker, no ncu)"), WorkerPool() as pool:
-            return service.time_only(request, pool)
+        with output.progress(f"{stage}: timing (warm worker, no ncu)"):
+            return profile.profile(Measuring(), "timing", **fields)
     with output.progress(f"{stage} under ncu") as progress:
-        return service.profile(request, on_progress=progress)
+        return profile.profile(Measuring(on_progress=progress), "ncu", **fields)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

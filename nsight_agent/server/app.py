@@ -2,7 +2,8 @@
 SDK's lifespan context, and the transports (stdio, streamable HTTP).
 
 Thin by design: tools validate, call ``nsight_agent.service`` and return view models; errors
-become ``ToolError`` in ``boundary``.
+become ``ToolError`` in ``boundary``. Each tool is built with the SDK's ``Tool.from_function``,
+made terse and strict, and handed to the server in one list.
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 
-from nsight_agent import __version__, service
-from nsight_agent.engine import process
-from nsight_agent.engine.executors.base import Executor
-from nsight_agent.engine.executors.local import LocalExecutor
-from nsight_agent.engine.store import runs as runs_store
-from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent import __version__
+from nsight_agent.engine import process  # the server's own children (start-up, shutdown)
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY, strict_arguments
 from nsight_agent.server import http, schemas, shutdown, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
+from nsight_agent.service import runs as run_store
+from nsight_agent.service.session import ExecutorKind, default_runs_root
 from nsight_agent.views.common import ARTIFACT_URI
 
 INSTRUCTIONS = """\
@@ -72,16 +72,28 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
 )
 
 
-def executor_factory(
-    kind: Literal["local", "ray"], ray_address: str | None
-) -> Callable[[WorkerPool], Executor]:
-    """Made when the server starts (Ray is imported only when asked for). A local executor
-    runs the pre-flights on the server's warm workers; Ray's nodes run their own."""
-    if kind == "ray":
-        from nsight_agent.engine.executors.ray.executor import RayExecutor
-
-        return lambda workers: RayExecutor(ray_address)
-    return lambda workers: LocalExecutor(workers=workers)
+def build_tool(fn: Callable[..., Any], hints: ToolAnnotations, description: str | None) -> Tool:
+    """The SDK's tool for ``fn``, with its published schemas made terse (arguments and results
+    are still validated with the full pydantic models) and an unknown argument (a typo, or a
+    knob that lives in `options`) refused by name instead of dropped without a word."""
+    tool = Tool.from_function(fn, annotations=hints, description=description)
+    meta = tool.fn_metadata
+    output = meta.output_schema
+    meta = meta.model_copy(
+        update={
+            "arg_model": strict_arguments(meta.arg_model),
+            "output_schema": None
+            if output is None
+            else schemas.compact_output(output, OUTPUT_DESCRIPTION_CHARS),
+        }
+    )
+    return tool.model_copy(
+        update={
+            "description": " ".join(tool.description.split()),
+            "parameters": schemas.compact(tool.parameters, INPUT_DESCRIPTION_CHARS),
+            "fn_metadata": meta,
+        }
+    )
 
 
 def kernel_contract() -> str:
@@ -91,7 +103,7 @@ def kernel_contract() -> str:
 def build_server(
     runs_root: Path | None = None,
     *,
-    executor: Literal["local", "ray"] = "local",
+    executor: ExecutorKind = "local",
     ray_address: str | None = None,
     report_folders: tuple[Path, ...] | None = None,
 ) -> MCPServer[ServerState]:
@@ -104,22 +116,9 @@ def build_server(
         instructions=INSTRUCTIONS,
         version=__version__,
         log_level="INFO",
-        lifespan=lifespan_for(runs_root, executor_factory(executor, ray_address), report_folders),
+        lifespan=lifespan_for(runs_root, executor, ray_address, report_folders),
+        tools=[build_tool(fn, hints, description) for fn, hints, description in TOOLS],
     )
-    for fn, hints, description in TOOLS:
-        mcp.add_tool(fn, annotations=hints, description=description)
-    # The SDK keeps the registered tools privately; their published schemas are made terse
-    # here (arguments and results are still validated with the full pydantic models).
-    for tool in mcp._tool_manager.list_tools():
-        # An unknown argument (a typo, or a knob that lives in `options`) is refused by name
-        # instead of being dropped without a word.
-        tool.fn_metadata.arg_model = strict_arguments(tool.fn_metadata.arg_model)
-        tool.description = " ".join((tool.description or "").split())
-        tool.parameters = schemas.compact(tool.parameters, INPUT_DESCRIPTION_CHARS)
-        if tool.fn_metadata.output_schema is not None:
-            tool.fn_metadata.output_schema = schemas.compact_output(
-                tool.fn_metadata.output_schema, OUTPUT_DESCRIPTION_CHARS
-            )
     mcp.resource(
         ARTIFACT_URI,
         name="run-artifact",
@@ -151,7 +150,7 @@ def build_server(
         name="runs",
         description="Run ids under the runs folder, newest first (JSON)",
         mime_type="application/json",
-    )(functools.partial(service.list_runs_json, runs_root))
+    )(functools.partial(run_store.list_runs_json, runs_root))
     return mcp
 
 
@@ -160,7 +159,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     runs_root: Path | None = None,
-    executor: Literal["local", "ray"] = "local",
+    executor: ExecutorKind = "local",
     ray_address: str | None = None,
     *,
     token_file: Path | None = None,
@@ -183,7 +182,7 @@ def serve(
         os._exit(0)
     token = http.read_token(token_file)
     http.check_exposure(host, token)  # before anything starts
-    folders = (Path(runs_root or runs_store.default_runs_root()), *allow_dirs)
+    folders = (Path(runs_root or default_runs_root()), *allow_dirs)
     server = build_server(
         runs_root, executor=executor, ray_address=ray_address, report_folders=folders
     )

@@ -25,16 +25,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
-from nsight_agent import service
-from nsight_agent.engine.executors.base import Executor
-from nsight_agent.engine.executors.local import LocalExecutor
-from nsight_agent.engine.pipeline import Progress, RunResult
-from nsight_agent.engine.store import run_status
-from nsight_agent.engine.store.runs import default_runs_root
-from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
-from nsight_agent.request import ProfileRequest, validation_text
+from nsight_agent.request import validation_text
 from nsight_agent.server import http
+from nsight_agent.service import runs as run_store
+from nsight_agent.service import session as sessions
+from nsight_agent.service.measure import Measuring, RunResult
 from nsight_agent.views.common import dump
 
 T = TypeVar("T")
@@ -42,54 +38,34 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ServerState:
-    """What every tool shares, handed out through the SDK's lifespan context: where runs
-    live, where profiling jobs run (the executor), and the warm workers of the timing path."""
+    """What every tool shares, handed out through the SDK's lifespan context: the serving
+    session (runs folder, executor, warm workers) and, over HTTP, the folders reports may be
+    read from (None: any path, as on stdio)."""
 
-    runs_root: Path | None
-    executor: Executor | None = None
-    workers: WorkerPool | None = None
-    # Over HTTP, the folders reports may be read from (None: any path, as on stdio).
+    session: sessions.Session
     report_folders: tuple[Path, ...] | None = None
+
+    @property
+    def runs_root(self) -> Path | None:
+        return self.session.runs_root
 
 
 def lifespan_for(
     runs_root: Path | None,
-    make_executor: Callable[[WorkerPool], Executor] | None = None,
+    executor: sessions.ExecutorKind = "local",
+    ray_address: str | None = None,
     report_folders: tuple[Path, ...] | None = None,
 ) -> Callable[[MCPServer[ServerState]], contextlib.AbstractAsyncContextManager[ServerState]]:
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        await anyio.to_thread.run_sync(mark_abandoned_runs, runs_root)
-        workers = WorkerPool()  # a worker starts on the first call that needs it, not here
-        if make_executor is not None:
-            executor = make_executor(workers)
-        else:
-            executor = LocalExecutor(workers=workers)
+        await anyio.to_thread.run_sync(sessions.mark_abandoned_runs, runs_root)
+        session = sessions.open_session(runs_root, executor, ray_address)
         try:
-            yield ServerState(
-                runs_root=runs_root,
-                executor=executor,
-                workers=workers,
-                report_folders=report_folders,
-            )
+            yield ServerState(session=session, report_folders=report_folders)
         finally:
-            await anyio.to_thread.run_sync(workers.close)
-            await anyio.to_thread.run_sync(executor.close)
+            await anyio.to_thread.run_sync(session.close)
 
     return lifespan
-
-
-def mark_abandoned_runs(runs_root: Path | None) -> list[str]:
-    """At start-up: runs left ``running`` by a server that ended (killed, crashed) become
-    ``interrupted``, and the log says which."""
-    found = run_status.mark_abandoned(runs_root or default_runs_root())
-    if found:
-        logging.getLogger("nsight_agent").warning(
-            "%d run(s) left running by a server that has ended are now marked interrupted: %s",
-            len(found),
-            ", ".join(found[:20]),
-        )
-    return found
 
 
 def report_path(ctx: Context, path: str) -> Path:
@@ -160,15 +136,15 @@ async def thread(fn: Callable[[], T]) -> T:
 
 
 async def load(ctx: Context, run_id: str) -> RunResult:
-    return await thread(lambda: service.load_run(run_id, runs_root=state(ctx).runs_root))
+    return await thread(lambda: run_store.load_run(run_id, runs_root=state(ctx).runs_root))
 
 
-async def execute(ctx: Context, work: Callable[[Progress, threading.Event], T]) -> T:
-    """Blocking profiling ``work`` in a worker thread, with progress and cancellation.
+async def execute(ctx: Context, work: Callable[[Measuring], T]) -> T:
+    """Blocking measuring ``work`` in a worker thread, with progress and cancellation.
 
-    ``work`` gets a progress callback and a cancel event; a cancelled call sets the event,
-    which kills ncu's process group on the pipeline's next poll, and waits (shielded) for
-    that before it unwinds.
+    ``work`` gets where to measure: the session's executor and workers, with this call's
+    progress hook and cancel event; a cancelled call sets the event, which kills ncu's process
+    group on the pipeline's next poll, and waits (shielded) for that before it unwinds.
     """
     cancel = threading.Event()
     finished = threading.Event()
@@ -179,9 +155,11 @@ async def execute(ctx: Context, work: Callable[[Progress, threading.Event], T]) 
         with contextlib.suppress(Exception):  # a closed session must not stop the run
             anyio.from_thread.run(ctx.report_progress, done, total, message, token=loop)
 
+    where = state(ctx).session.measuring(on_progress, cancel)
+
     def run() -> T:
         try:
-            return work(on_progress, cancel)
+            return work(where)
         finally:
             finished.set()
 
@@ -193,24 +171,3 @@ async def execute(ctx: Context, work: Callable[[Progress, threading.Event], T]) 
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(finished.wait, 30.0)
         raise
-
-
-async def run_profile(request: ProfileRequest, ctx: Context, method: str = "ncu") -> RunResult:
-    """One request through the service layer: under ncu on the server's executor, or, with
-    ``method="timing"``, timed on a warm worker without counters."""
-    st = state(ctx)
-    if method == "timing":
-        # Queued on the executor's GPUs (the local slots, or the Ray pool's hosts) like ncu jobs.
-        pool = st.workers or WorkerPool()
-        return await execute(
-            ctx,
-            lambda say, cancel: service.time_only(
-                request, pool, runs_root=st.runs_root, cancel=cancel, executor=st.executor
-            ),
-        )
-    return await execute(
-        ctx,
-        lambda say, cancel: service.profile(
-            request, runs_root=st.runs_root, on_progress=say, cancel=cancel, executor=st.executor
-        ),
-    )

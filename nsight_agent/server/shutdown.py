@@ -15,15 +15,10 @@ from typing import Any
 
 import anyio
 
-from nsight_agent.engine import process
-from nsight_agent.engine.store import run_status
+from nsight_agent.engine import process  # the server's own children (start-up, shutdown)
+from nsight_agent.service.session import end_open_runs
 
 CLIENT_EXIT = "the client's exit (stdin closed)"
-
-
-def end_runs(who: str) -> None:
-    """``on_end`` of the server: its open runs become ``interrupted`` by ``who``."""
-    run_status.interrupt_open_runs(who)
 
 
 class _StdinWatch:
@@ -81,7 +76,7 @@ def run_stdio(server: Any) -> None:
 
     # Leaving the block after stdin ended keeps "the client's exit" (said first, above); a
     # server that fails instead says only that it ended.
-    with process.children_die_with_us(end_runs, leaving="the server's end"):
+    with process.children_die_with_us(end_open_runs, leaving="the server's end"):
         anyio.run(main)
 
 
@@ -92,7 +87,7 @@ def run_http(app: Any, host: str, port: int) -> None:
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             who = process.begin_ending(f"the server's shutdown ({signal.Signals(sig).name})")
-            end_runs(who)
+            end_open_runs(who)
             process.kill_all()
             super().handle_exit(sig, frame)
 

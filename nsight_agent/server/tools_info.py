@@ -13,8 +13,9 @@ from nsight_agent.catalog import search as metric_search
 from nsight_agent.catalog import skills
 from nsight_agent.catalog.metrics import MetricInfo
 from nsight_agent.catalog.skills import SkillBundle
-from nsight_agent.engine import device
 from nsight_agent.server.boundary import report_path, result, state, thread, tool_errors
+from nsight_agent.service import session
+from nsight_agent.service.session import DeviceInfo
 from nsight_agent.views import device as device_views
 from nsight_agent.views import report, text
 
@@ -116,11 +117,9 @@ async def device_info(
         bool,
         Field(description="Profile one tiny kernel to confirm counter access (slow)"),
     ] = False,
-) -> Annotated[CallToolResult, device.DeviceInfo]:
+) -> Annotated[CallToolResult, DeviceInfo]:
     """Can this machine profile? GPU, driver, ncu, counter permission, SMs, clocks, peaks."""
     with tool_errors():
-        info = await thread(lambda: device.device_info(probe=probe_counters))
-        executor = state(ctx).executor
-        if executor is not None:
-            info.pool = await thread(executor.pool_info)
+        executor = state(ctx).session.executor
+        info = await thread(lambda: session.device_info(probe_counters, executor))
         return result(info, device_views.render_device(info))

@@ -1,7 +1,8 @@
 """Tools that profile: profile_kernel, compare_variants, roofline_metrics, diagnose_kernel.
 
-Each validates, builds a request through the service layer, runs it (``boundary.execute``:
-worker thread, progress, cancellation) and returns a compact view model.
+Each translates its arguments, calls one use case of ``nsight_agent.service`` through
+``boundary.execute`` (worker thread, progress, cancellation, the session's executor) and
+returns a compact view model.
 """
 
 from __future__ import annotations
@@ -12,30 +13,16 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from nsight_agent import diagnosis, service
-from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.errors import InvalidRequestError
-from nsight_agent.request import (
-    CacheControl,
-    ClockControl,
-    CombineKernels,
-    Language,
-    ProfileRequest,
-    ReplayMode,
-)
-from nsight_agent.server.boundary import (
-    execute,
-    load,
-    result,
-    run_profile,
-    state,
-    thread,
-    tool_errors,
-)
+from nsight_agent.request import CacheControl, ClockControl, CombineKernels, Language, ReplayMode
+from nsight_agent.server.boundary import execute, load, result, state, thread, tool_errors
 from nsight_agent.server.boundary import report_path as boundary_report_path
+from nsight_agent.service import diagnose, profile
+from nsight_agent.service.measure import RunResult
+from nsight_agent.service.runs import report_of
 from nsight_agent.views import compare, roofline, text
 from nsight_agent.views import runs as run_views
-from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
+from nsight_agent.views.diagnosis import ReportDiagnosis
 
 CONTRACT_HINT = "Source follows the kernel contract (server instructions; nsight-agent://contract)."
 
@@ -108,7 +95,7 @@ async def profile_kernel(
     warnings; a run_id. A pre-flight reports source errors first."""
     with tool_errors():
         o = options_of(options)
-        request = service.build_request(
+        fields: dict[str, Any] = dict(
             source=source,
             configs=configs,
             language=language,
@@ -119,7 +106,7 @@ async def profile_kernel(
             **o.fields("setup", "sections", "warmup", "replay_mode", "cache_control"),
             **o.fields("clock_control", "timeout_s", "ignore_kernels", "combine_kernels"),
         )
-        run = await run_profile(request, ctx, method)
+        run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         s = run_views.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s))
 
@@ -158,7 +145,7 @@ async def compare_variants(
                     '"entry": "run_new"}] with a shared source, and configs.',
                 )
             o = options_of(options)
-            request = service.build_request(
+            fields: dict[str, Any] = dict(
                 source=source or "",
                 variants=[v.model_dump(exclude_none=True) for v in variants],
                 baseline=baseline or variants[0].name,
@@ -168,7 +155,7 @@ async def compare_variants(
                 **o.fields("setup", "warmup", "rtol", "atol", "cache_control"),
                 **o.fields("clock_control", "timeout_s", "vary_inputs"),
             )
-            run = await run_profile(request, ctx, method)
+            run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         s = compare.compare_summary(run, baseline=baseline, offset=offset, limit=limit)
         return result(s, text.render_compare(s))
 
@@ -193,28 +180,18 @@ async def roofline_metrics(
             report = boundary_report_path(ctx, report_path)
         elif run_id is not None:
             run = await load(ctx, run_id)
-            report = service.report_of(run)
+            report = report_of(run)
         else:
             if source is None or configs is None:
                 raise InvalidRequestError(
                     "roofline_metrics needs source and configs, a run_id, or a report_path."
                 )
             o = options_of(options)
-            metrics, sections = service.roofline_collection()
-            request = service.build_request(
-                source=source,
-                configs=configs,
-                language=language,
-                entry=entry,
-                metrics=metrics,
-                sections=sections,
-                runs=1,
-                warmup=1 if o.warmup is None else o.warmup,
-                setup=o.setup,
-                timeout_s=o.timeout_s or 900,
+            fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
+            fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
+            run, report = await execute(
+                ctx, lambda where: profile.roofline(where, warmup=o.warmup, **fields)
             )
-            run = await run_profile(request, ctx)
-            report = service.report_of(run)
         s = await thread(
             lambda: roofline.roofline_summary(report, run=run, offset=offset, limit=limit)
         )
@@ -245,11 +222,13 @@ async def diagnose_kernel(
         hints: dict[str, Any] = {"ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes}
         if report_path is not None:
             report = boundary_report_path(ctx, report_path)
-            d = await thread(lambda: diagnose_report(report, offset=offset, limit=limit, **hints))
+            d = await thread(
+                lambda: diagnose.diagnose_file(report, offset=offset, limit=limit, **hints)
+            )
         elif run_id is not None:
             root = state(ctx).runs_root
             d = await thread(
-                lambda: diagnosis.diagnose_run(
+                lambda: diagnose.diagnose_run(
                     run_id, runs_root=root, offset=offset, limit=limit, **hints
                 )
             )
@@ -261,25 +240,11 @@ async def diagnose_kernel(
             o = options_of(options)
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
-            st = state(ctx)
-            root = st.runs_root
-
-            def time_call(request: ProfileRequest) -> RunResult:
-                # The warm worker's counter-free timing: one call's wall time on the GPU.
-                assert st.workers is not None
-                return service.time_only(request, st.workers, runs_root=root, executor=st.executor)
-
+            # One call's wall time first, on the timing path (the host-gap finding).
             d = await execute(
                 ctx,
-                lambda say, cancel: diagnosis.diagnose_source(
-                    fields,
-                    runs_root=root,
-                    on_progress=say,
-                    cancel=cancel,
-                    deep=o.deep,
-                    limit=limit,
-                    time_call=time_call if st.workers is not None else None,
-                    **hints,
+                lambda where: diagnose.diagnose_source(
+                    fields, where, deep=o.deep, limit=limit, time_step=True, **hints
                 ),
             )
         return result(d, text.render_diagnosis(d))

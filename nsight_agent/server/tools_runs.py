@@ -11,9 +11,10 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from nsight_agent import service
 from nsight_agent.errors import NsightAgentError
 from nsight_agent.server.boundary import load, result, state, thread, tool_errors
+from nsight_agent.service import baselines as baseline_store
+from nsight_agent.service import runs as run_store
 from nsight_agent.views import runs, text
 from nsight_agent.views.common import dump
 from nsight_agent.views.run_diff import render_diff
@@ -39,11 +40,13 @@ async def get_run(
             run = await load(ctx, run_id)
             s = runs.profile_summary(run, metrics=metrics, offset=offset, limit=limit)
             return result(s, text.render_profile(s))
-        d = await thread(lambda: service.diff(run_id, against, root)) if against else None
+        d = await thread(lambda: baseline_store.diff(run_id, against, root)) if against else None
         named = None
         if baseline is not None:
             name, _, variant = baseline.partition("@")
-            named = await thread(lambda: service.set_baseline(name, run_id, variant or None, root))
+            named = await thread(
+                lambda: baseline_store.set_baseline(name, run_id, variant or None, root)
+            )
         if d is not None:
             note = f"\nnow baseline {named.name} = this run" if named else ""
             return result(d, render_diff(d) + note)
@@ -80,7 +83,7 @@ async def plot_run(
     """PNG of one metric of a run over its configs, a line per variant."""
     with tool_errors():
         run = await load(ctx, run_id)
-        png = await thread(lambda: service.plot_run(run, metric))
+        png = await thread(lambda: run_store.plot_run(run, metric))
         return Image(data=png.read_bytes(), format="png")
 
 
@@ -89,7 +92,7 @@ async def run_artifact(run_id: str, artifact: str, ctx: Context) -> str | bytes:
         run = await load(ctx, run_id)
     except NsightAgentError as err:
         raise ResourceNotFoundError(str(err)) from err
-    path = service.artifact_path(run, artifact)
+    path = run_store.artifact_path(run, artifact)
     if path is None:
         names = ", ".join(sorted(run.artifacts))
         raise ResourceNotFoundError(f"Run {run_id} has no artifact {artifact!r}; it has {names}.")
@@ -100,7 +103,7 @@ async def run_artifact(run_id: str, artifact: str, ctx: Context) -> str | bytes:
 
 def baselines_json(runs_root: Path | None) -> str:
     """The baselines resource: name, run, variant, source hash, GPU, method, dates."""
-    found = service.list_baselines(runs_root)
+    found = baseline_store.list_baselines(runs_root)
     return json.dumps([b.model_dump(exclude={"checks"}) for b in found])
 
 
@@ -108,7 +111,7 @@ async def history(key: str, ctx: Context) -> str:
     """The history resource: one kernel's runs against its baseline (or oldest run), JSON."""
     root = state(ctx).runs_root
     try:
-        h = await thread(lambda: service.history(key, root))
+        h = await thread(lambda: baseline_store.history(key, root))
     except NsightAgentError as err:
         raise ResourceNotFoundError(str(err)) from err
     return json.dumps(dump(h))

@@ -2,35 +2,28 @@
 
 From source: a first ncu pass with the cheap sections, torch operator ranges and a few
 counters (DRAM bytes, tensor precision), diagnosed; then, when the diagnosis asks for it, a
-second pass with only the sections it names. The step's wall time comes from the timing path
-when the caller can run it (the host-gap finding).
+second pass with only the sections it names. With ``time_step``, one call is first timed on
+the timing path (the host-gap finding). Every pass goes through ``measure``, so the executor
+in use (the server's GPU slots, a Ray pool) runs them all.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
+import logging
 from pathlib import Path
 from typing import Any
 
 from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.owner import user_kernel_names
-from nsight_agent.engine.pipeline import Progress, RunResult
+from nsight_agent.errors import NsightAgentError, RunCancelledError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
-from nsight_agent.service import build_request, load_run, profile, report_of
+from nsight_agent.service.measure import Measuring, RunResult, measure
+from nsight_agent.service.profile import build_request
+from nsight_agent.service.runs import load_run, report_of
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 # The cheap first pass: bound, launch shape, occupancy and the fp32/fp64 roofline.
 FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
-
-
-def deeper_sections(d: ReportDiagnosis) -> list[str]:
-    """The sections the first pass asks for, over the kernels diagnosed in full."""
-    wanted: list[str] = []
-    for k in d.kernels:
-        wanted += list((k.diagnosis.deeper or {}).keys())
-    return list(dict.fromkeys(wanted))
-
 
 # Cheap counters beside the first pass: DRAM bytes (the fusion finding) and the tensor op
 # counts by source precision (the precision label of a tensor-core kernel).
@@ -42,9 +35,17 @@ FIRST_PASS_METRICS = [
 ]
 
 
+def deeper_sections(d: ReportDiagnosis) -> list[str]:
+    """The sections the first pass asks for, over the kernels diagnosed in full."""
+    wanted: list[str] = []
+    for k in d.kernels:
+        wanted += list((k.diagnosis.deeper or {}).keys())
+    return list(dict.fromkeys(wanted))
+
+
 def step_wall_ns(run: RunResult) -> float | None:
-    """One call's time on the GPU timeline from a timing run (CUDA events around the call):
-    the largest config's average, the one the diagnosis looks at."""
+    """One call's time on the GPU timeline from a timing run: the largest config's average,
+    the one the diagnosis looks at."""
     frame = run.processed
     if frame is None or frame.empty or "AvgValue" not in frame.columns:
         return None
@@ -52,22 +53,32 @@ def step_wall_ns(run: RunResult) -> float | None:
     return max(values) if values else None
 
 
+def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | None, str | None]:
+    """(one call's wall time, None), or (None, why not) when the timing path cannot run here;
+    a cancel is not a reason to go on, so it is raised."""
+    try:
+        run = measure(first.model_copy(update={"metrics": [TIME_METRIC]}), "timing", where)
+    except RunCancelledError:
+        raise
+    except NsightAgentError as err:
+        logging.getLogger("nsight_agent").warning("step wall time not measured: %s", err.message)
+        return None, f"step wall time not measured (timing path: {err.message})"
+    return step_wall_ns(run), f"timing (run {run.run_id}): one call's wall time"
+
+
 def diagnose_source(
     fields: dict[str, Any],
+    where: Measuring,
     *,
-    runs_root: Path | None = None,
-    on_progress: Progress | None = None,
-    cancel: threading.Event | None = None,
     deep: bool = True,
     limit: int = 3,
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
-    time_call: Callable[[ProfileRequest], RunResult] | None = None,
+    time_step: bool = False,
 ) -> ReportDiagnosis:
     """Profile the source once with the first-pass sections (one run per config), diagnose,
     then, when ``deep``, profile again with only the sections that diagnosis asks for.
-    Torch operator ranges are recorded so a step's kernels group by operator; ``time_call``
-    (the timing path) measures one call's wall time on the GPU for the host-gap finding."""
+    Torch operator ranges are recorded so a step's kernels group by operator."""
     first = build_request(
         **fields,
         metrics=FIRST_PASS_METRICS,
@@ -76,27 +87,21 @@ def diagnose_source(
         warmup=1,
         torch_ranges=True,
     )
-    user = user_kernel_names(first.source)
-    wall: float | None = None
-    if time_call is not None:
-        try:
-            wall = step_wall_ns(time_call(first.model_copy(update={"metrics": [TIME_METRIC]})))
-        except Exception:
-            wall = None
+    wall, timed = _time_one_call(first, where) if time_step else (None, None)
     hints: dict[str, Any] = {
         "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,
-        "user_kernels": user, "wall_ns": wall,
+        "user_kernels": user_kernel_names(first.source), "wall_ns": wall,
     }  # fmt: skip
-    run = profile(first, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+    run = measure(first, "ncu", where)
     d = diagnose_report(report_of(run), **hints)
     passes = [f"pass 1 (run {run.run_id}): {', '.join(FIRST_PASS_SECTIONS)}"]
     extra = deeper_sections(d) if deep else []
     if extra:
         second = first.model_copy(update={"sections": [*FIRST_PASS_SECTIONS, *extra]})
-        run = profile(second, runs_root=runs_root, on_progress=on_progress, cancel=cancel)
+        run = measure(second, "ncu", where)
         d = diagnose_report(report_of(run), **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
-    d.run_id, d.passes = run.run_id, passes
+    d.run_id, d.passes = run.run_id, [*([timed] if timed else []), *passes]
     return d
 
 
@@ -110,3 +115,8 @@ def diagnose_run(run_id: str, runs_root: Path | None = None, **options: Any) -> 
     )
     d.run_id = run_id
     return d
+
+
+def diagnose_file(path: Path, **options: Any) -> ReportDiagnosis:
+    """The diagnosis of any .ncu-rep."""
+    return diagnose_report(path, **options)

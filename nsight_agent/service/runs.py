@@ -1,0 +1,88 @@
+"""Earlier runs: load, list, their report and artifacts, plot, prune."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.pipeline import RunResult
+from nsight_agent.engine.store import retention, run_status, runs
+from nsight_agent.errors import InvalidRequestError
+
+
+def runs_root_or_default(runs_root: Path | None) -> Path:
+    return Path(runs_root or pipeline.default_runs_root())
+
+
+def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
+    return pipeline.load_run(run_id, runs_root=runs_root)
+
+
+def list_runs(runs_root: Path | None = None, limit: int = 200) -> dict[str, Any]:
+    """Run ids under the runs folder, newest first, with their status; only run folders
+    (not the CUDA build cache or anything else kept there)."""
+    root = runs_root_or_default(runs_root)
+    try:
+        found = [d for d in root.iterdir() if runs.is_run_dir(d)] if root.is_dir() else []
+    except OSError:
+        found = []
+    dirs = sorted(found, key=lambda d: d.name, reverse=True)[:limit]
+    status = {d.name: (run_status.read_status(d) or {}).get("status", "passed") for d in dirs}
+    return {"runs_root": str(root), "runs": [d.name for d in dirs], "status": status}
+
+
+def list_runs_json(runs_root: Path | None = None) -> str:
+    return json.dumps(list_runs(runs_root))
+
+
+def report_of(run: RunResult) -> Path:
+    """The run's kept .ncu-rep."""
+    for key in ("report", "ncu_report", "ncu-rep"):
+        path = run.artifacts.get(key)
+        if path is not None:
+            return Path(path)
+    found = sorted(run.run_dir.glob("*.ncu-rep"))
+    if not found:
+        raise InvalidRequestError(f"Run {run.run_id} kept no .ncu-rep in {run.run_dir}.")
+    return found[0]
+
+
+def artifact_path(run: RunResult, artifact: str) -> Path | None:
+    """A named artifact of the run, or a plain file directly in its folder; None otherwise."""
+    path = run.artifacts.get(artifact)
+    if path is None:
+        candidate = run.run_dir / artifact
+        path = candidate if candidate.is_file() and candidate.parent == run.run_dir else None
+    return Path(path) if path is not None and Path(path).is_file() else None
+
+
+def plot_run(run: RunResult, metric: str | None) -> Path:
+    """A PNG of one metric of the run over its configs, kept in the run folder."""
+    from nsight_agent.views.plot import plot_dataframe
+    from nsight_agent.views.plot_options import select_metric
+    from nsight_agent.views.runs import param_names
+
+    frame = run.processed
+    chosen = select_metric(frame, metric) if metric else str(frame["Metric"].iloc[0])
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in chosen)
+    target = run.run_dir / f"plot-{safe}.png"
+    plot_dataframe(
+        frame,
+        param_names(frame),
+        filename=str(target),
+        metric=chosen,
+        title=f"run {run.run_id}",
+    )
+    return target
+
+
+def prune_runs(
+    runs_root: Path | None = None,
+    *,
+    keep: int = retention.DEFAULT_KEEP,
+    max_gb: float = retention.DEFAULT_MAX_GB,
+) -> retention.Pruned:
+    """Apply the retention policy to the runs folder (newest runs kept first)."""
+    return retention.prune(runs_root_or_default(runs_root), keep, max_gb)

@@ -1,0 +1,117 @@
+"""The use-case layer: every pass of diagnose_kernel from source goes through the executor in
+use (the defect of issue 35: its two ncu passes once bypassed it), a failed timing pass is said,
+not swallowed, and a cancel is not taken for a reason to go on.
+
+A stand-in executor records each job and answers with a run whose report is a planted kernel
+recorded on the H200 (``tiny_launch_triton``: its first-pass diagnosis asks for a second pass).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from nsight_agent.engine.executors.base import Executor, JobHandle
+from nsight_agent.engine.pipeline import Job, Progress
+from nsight_agent.engine.store.runs import RunResult
+from nsight_agent.errors import NsightAgentError, RunCancelledError
+from nsight_agent.service import diagnose
+from nsight_agent.service.measure import Measuring
+
+PLANTED = Path(__file__).parent / "fixtures" / "planted" / "tiny_launch_triton.ncu-rep"
+SOURCE = "def setup(n, device):\n    return ()\n\ndef run():\n    return None\n"
+FIELDS: dict[str, Any] = {"source": SOURCE, "configs": [{"n": 1}], "language": "torch"}
+
+
+class StandInExecutor(Executor):
+    """Runs nothing: records each job and answers it with the planted report (profile jobs)
+    or a one-row timing frame (timing jobs); ``fail_timing`` makes a timing job raise it."""
+
+    name = "stand-in"
+    checks_ncu_here = False
+    runs_timing = True
+
+    def __init__(self, tmp: Path, fail_timing: Exception | None = None) -> None:
+        self.tmp = tmp
+        self.jobs: list[Job] = []
+        self.fail_timing = fail_timing
+
+    def pool_info(self) -> dict[str, Any]:
+        return {"jobs": len(self.jobs)}
+
+    def submit(
+        self,
+        job: Job,
+        *,
+        cancel: threading.Event | None = None,
+        on_progress: Progress | None = None,
+    ) -> JobHandle:
+        self.jobs.append(job)
+        handle = JobHandle(job, cancel)
+        if job.mode == "timing" and self.fail_timing is not None:
+            handle.future.set_exception(self.fail_timing)
+            return handle
+        run_dir = self.tmp / f"run-{len(self.jobs)}"
+        run_dir.mkdir()
+        frame = pd.DataFrame({"AvgValue": [1234.0]}) if job.mode == "timing" else pd.DataFrame()
+        handle.future.set_result(
+            RunResult(
+                run_id=run_dir.name,
+                run_dir=run_dir,
+                request=job.request,
+                processed=frame,
+                raw=pd.DataFrame(),
+                checks=[],
+                kernels={},
+                warnings=[],
+                artifacts={} if job.mode == "timing" else {"report": PLANTED},
+                seconds=0.0,
+            )
+        )
+        return handle
+
+
+def test_both_passes_and_the_timing_call_go_through_the_executor(tmp_path: Path) -> None:
+    executor = StandInExecutor(tmp_path)
+    where = Measuring(runs_root=tmp_path, executor=executor)
+    d = diagnose.diagnose_source(FIELDS, where, time_step=True)
+    modes = [job.mode for job in executor.jobs]
+    assert modes == ["timing", "profile", "profile"], modes
+    first, second = (job.request.sections for job in executor.jobs[1:])
+    assert first == diagnose.FIRST_PASS_SECTIONS
+    assert second[: len(first)] == first and "InstructionStats" in second[len(first) :]
+    assert d.run_id == "run-3"
+    assert d.passes is not None and len(d.passes) == 3, d.passes
+    assert d.passes[0].startswith("timing (run run-1)") and "pass 2 (run run-3)" in d.passes[2]
+
+
+def test_a_timing_pass_that_cannot_run_is_said_and_the_diagnosis_goes_on(tmp_path: Path) -> None:
+    failed = NsightAgentError("no GPU for the timing path", "use a GPU")
+    executor = StandInExecutor(tmp_path, fail_timing=failed)
+    d = diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
+    assert [job.mode for job in executor.jobs] == ["timing", "profile", "profile"]
+    assert d.passes is not None
+    assert d.passes[0] == "step wall time not measured (timing path: no GPU for the timing path)"
+
+
+def test_a_cancel_during_the_timing_pass_ends_the_diagnosis(tmp_path: Path) -> None:
+    executor = StandInExecutor(tmp_path, fail_timing=RunCancelledError("cancelled"))
+    with pytest.raises(RunCancelledError):
+        diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
+    assert [job.mode for job in executor.jobs] == ["timing"]  # no ncu pass after a cancel
+
+
+def test_a_bug_in_the_timing_pass_is_not_swallowed(tmp_path: Path) -> None:
+    executor = StandInExecutor(tmp_path, fail_timing=KeyError("bug"))
+    with pytest.raises(KeyError):
+        diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
+
+
+def test_without_time_step_only_the_ncu_passes_run(tmp_path: Path) -> None:
+    executor = StandInExecutor(tmp_path)
+    diagnose.diagnose_source(FIELDS, Measuring(executor=executor), deep=False)
+    assert [job.mode for job in executor.jobs] == ["profile"]
