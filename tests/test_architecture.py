@@ -222,6 +222,8 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
     long_modules = {
         # nsight-python's public signatures (overloads) and the per-option checks are long.
         "api.analyze": 480,
+        # The order of every kind of job's stages, stated once (its docstring's table).
+        "engine.pipeline": 440,
     }
     name = module_name(path)
     lines = path.read_text().count("\n")

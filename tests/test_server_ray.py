@@ -25,6 +25,7 @@ from mcp.types import CallToolResult, TextContent  # noqa: E402
 
 from nsight_agent.engine import process  # noqa: E402
 from nsight_agent.server.app import build_server  # noqa: E402
+from tests.fixture_reports import unpacked  # noqa: E402
 from tests.test_engine_ray_executor import (  # noqa: E402
     KILLS_WORKER,
     MEETS,
@@ -43,11 +44,28 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# Beside the stand-in ncu's run of the harness: a source carrying this marker gets a real report
+# recorded on the H200 with diagnose_kernel's first-pass collection (a probe whose first-pass
+# diagnosis asks for a second pass), so diagnose_kernel can go on to its second pass.
+WRITES_REPORT = "# stand-in ncu: write the recorded report"
+RECORDED = Path(__file__).parent / "fixtures" / "probes" / "probe_sfu_first_pass.ncu-rep.xz"
+REPORT_TOO = """
+import glob, shutil
+run_dir = os.path.dirname(next(a for a in target if a.endswith(".py")))
+if any({marker!r} in open(f).read() for f in glob.glob(os.path.join(run_dir, "*.py"))):
+    export = argv[argv.index("--export") + 1]
+    shutil.copy({planted!r}, export if export.endswith(".ncu-rep") else export + ".ncu-rep")
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Ray's workers inherit this environment: the stand-in ncu is their ncu."""
     ncu = tmp_path_factory.mktemp("ncu") / "ncu"
-    ncu.write_text(STAND_IN_NCU.format(python=sys.executable))
+    stand_in = STAND_IN_NCU.format(python=sys.executable)
+    head, call = stand_in.rsplit("sys.exit(", 1)
+    report_too = REPORT_TOO.format(marker=WRITES_REPORT, planted=str(unpacked(RECORDED)))
+    ncu.write_text(f"{head}rc = {call.strip()[:-1]}\n{report_too}\nsys.exit(rc)\n")
     ncu.chmod(0o755)
     before = os.environ.get("NCU")
     os.environ["NCU"] = str(ncu)
@@ -192,3 +210,25 @@ async def test_timing_calls_run_on_the_pools_warm_hosts(cluster: None, tmp_path:
         assert data["overall"]["memo"]["verdict"] == "incorrect", data["overall"]
     where = [json.loads((tmp_path / _run_id(r) / "where.json").read_text()) for r in results]
     assert where[0]["gpu"] in {"0", "1"} and where[0]["pid"] == where[1]["pid"], where
+
+
+async def test_diagnose_from_source_runs_both_passes_on_the_pools_hosts(
+    cluster: None, tmp_path: Path
+) -> None:
+    """diagnose_kernel from source measures through the server's executor: its timing call
+    and both ncu passes are jobs of the Ray pool, and each run folder lands in the store with
+    the GPU host that ran it (the tool once ran its ncu passes here, around the executor)."""
+    # The recorded report's range is the probe's entry, run_sfu; here it runs the same code.
+    args = _args(f"{WRITES_REPORT}\nrun_sfu = lambda x: x * 2")
+    args |= {"entry": "run_sfu"}
+    del args["runs"]
+    async with Client(build_server(tmp_path, executor="ray")) as client:
+        result = await client.call_tool("diagnose_kernel", args)
+    assert not result.is_error, _text(result)
+    passes = (result.structured_content or {})["passes"]
+    assert len(passes) == 3 and passes[0].startswith("timing (run "), passes
+    assert passes[1].startswith("pass 1 (run ") and passes[2].startswith("pass 2 (run "), passes
+    for line in passes:
+        run_id = line.split("(run ", 1)[1].split(")", 1)[0]
+        where = json.loads((tmp_path / run_id / "where.json").read_text())
+        assert where["gpu"] in {"0", "1"}, (line, where)

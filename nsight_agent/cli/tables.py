@@ -32,6 +32,7 @@ VERDICT_STYLE = {
     "suspect": "bold red",
     "error": "bold red",
     "no_kernel": "red",
+    "timeout": "red",
     "no_data": "red",
     "mixed": "yellow",
 }
@@ -184,7 +185,7 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
             ),
             None,
         )
-        bad = o.verdict in ("error", "no_kernel", "suspect", "incorrect")
+        bad = o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect")
         overall.add_row(
             name,
             f"x{o.geomean_speedup:.4g}" if o.geomean_speedup is not None else "",

@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from nsight_agent.engine import device, pinning
-from nsight_agent.engine.collection import measure, ncu, ncu_run, outputs, preflight_run, work
+from nsight_agent.engine.collection import (
+    isolate,
+    measure,
+    ncu,
+    ncu_run,
+    outputs,
+    preflight_run,
+    work,
+)
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
@@ -207,11 +215,11 @@ def profile(
 
         record.stage("pre-flight")
         say(0, total, "pre-flight: running the harness once without the profiler")
-        if preflight is not None:
-            pre = preflight(run_dir, request, _default_device())
-        else:
-            poll = _poller(cancel, None, None, 0)
-            pre = preflight_run.run_preflight(run_dir, request, _default_device(), poll=poll)
+        poll, where = _poller(cancel, None, None, 0), _default_device()
+        first = preflight or (lambda d, r, w: preflight_run.run_preflight(d, r, w, poll=poll))
+        pre = isolate.attributed(
+            lambda: first(run_dir, request, where), run_dir, request, where, poll
+        )
         raise_if_broken(pre)
 
         record.stage("ncu")
@@ -246,7 +254,13 @@ def time_request(
     where = device or _default_device()
     with rendered_run(request, runs_root) as (run_id, run_dir, record):
         record.stage("pre-flight")
-        pre = warm_preflight(pool, run_dir, request, where, cancel)
+        pre = isolate.attributed(
+            lambda: warm_preflight(pool, run_dir, request, where, cancel),
+            run_dir,
+            request,
+            _default_device(),  # the crashing variants are found in new processes
+            _poller(cancel, None, None, 0),
+        )
         raise_if_broken(pre)
         if cancel is not None and cancel.is_set():
             raise RunCancelledError("The run was cancelled before timing started.")

@@ -32,6 +32,7 @@ Verdict = Literal[
     "incorrect",
     "suspect",
     "error",
+    "timeout",
     "no_kernel",
     "no_data",
 ]
@@ -43,19 +44,21 @@ Overall = Literal[
     "incorrect",
     "suspect",
     "error",
+    "timeout",
     "no_kernel",
     "baseline",
     "no_data",
 ]
 # A variant with one of these at any config gets it overall (first listed wins), no speedup.
-FAILING: tuple[Verdict, ...] = ("error", "no_kernel", "incorrect", "suspect")
+FAILING: tuple[Verdict, ...] = ("error", "timeout", "no_kernel", "incorrect", "suspect")
 
 VERDICT_RULE = (
     "speedup = baseline mean time / variant mean time; faster or slower when the 95% CIs "
     "(mean ± 1.96·std/√n) do not overlap, else within_noise (also with n < 2); incorrect when "
     "the output check failed, whatever the time; suspect when the measurement cannot be "
     "trusted (docs/ANTI_GAMING.md: below the DRAM floor, no GPU work, a reused output, a "
-    "replaced timer); error (raised) and no_kernel: not measured; no_data when not measured"
+    "replaced timer); error (raised or crashed), timeout and no_kernel: not measured; no_data "
+    "when not measured"
 )
 
 

@@ -151,7 +151,7 @@ def render_compare(s: CompareSummary, metric_label: Mapping[str, str] | None = N
             ),
             None,
         )
-        if why and o.verdict in ("error", "no_kernel", "suspect", "incorrect"):
+        if why and o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect"):
             lines.append(f"  {name} {o.verdict}: {why}")
     lines.append(f"rule: {s.rule}")
     return _closing(lines, s.warnings, s.page)

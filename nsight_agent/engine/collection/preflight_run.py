@@ -6,7 +6,7 @@ the rule that no exit status is trusted: a harness passed only when its manifest
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,22 @@ PREFLIGHT_PREFIX = "preflight-"
 
 
 def run_preflight(
-    run_dir: Path, request: ProfileRequest, device: str, poll: Callable[[], None] | None
+    run_dir: Path,
+    request: ProfileRequest,
+    device: str,
+    poll: Callable[[], None] | None,
+    *,
+    skip: Sequence[str] = (),
+    prefix: str = PREFLIGHT_PREFIX,
 ) -> PreflightResult:
+    """The harness once, in a new process; ``skip``: variants left out; ``prefix``: the
+    names of the files it leaves (another prefix keeps an earlier pre-flight's files)."""
     env = {"NSIGHT_AGENT_PREFLIGHT": "1"}
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on CPU tensors in the interpreter
-    output = run_dir / f"{PREFLIGHT_PREFIX}output.log"
+    output = run_dir / f"{prefix}output.log"
     argv = [ncu.python_executable(), "harness.py", "--preflight", "--device", device]
-    argv += ["--prefix", PREFLIGHT_PREFIX]
+    argv += ["--prefix", prefix] + (["--skip", ",".join(skip)] if skip else [])
     try:
         done = process.run_to_file(
             argv,
@@ -40,14 +48,14 @@ def run_preflight(
             cwd=run_dir,
             env=ncu.child_env(env),
             poll=poll,
-            tag=f"{run_dir.name}.preflight",
+            tag=f"{run_dir.name}.{prefix.strip('-')}",
         )
     except process.RunTimeout:
         raise CollectionTimeoutError(
             f"The pre-flight ran past its {request.timeout_s:g} s limit and was killed.",
             f"A kernel or the setup may hang; its output so far is in {output}.",
         ) from None
-    return result_from_files(run_dir, request, device, done.returncode, done.seconds)
+    return result_from_files(run_dir, request, device, done.returncode, done.seconds, prefix=prefix)
 
 
 def result_from_files(
@@ -57,11 +65,12 @@ def result_from_files(
     returncode: int,
     seconds: float,
     warm: bool = False,
+    prefix: str = PREFLIGHT_PREFIX,
 ) -> PreflightResult:
     """What a pre-flight left in ``run_dir`` (manifest, error file, output) as its result,
     however the harness was run (a new interpreter here, a warm worker in engine/worker/pool.py);
     the result is also written next to them."""
-    found = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
+    found = read_manifest(run_dir / f"{prefix}manifest.json")
     manifest = found or {}
     result = PreflightResult(
         ok=True,
@@ -76,9 +85,9 @@ def result_from_files(
         suspects=list(manifest.get("suspects") or []),
     )
     if returncode != 0:
-        output = run_dir / f"{PREFLIGHT_PREFIX}output.log"
+        output = run_dir / f"{prefix}output.log"
         tail = output.read_text(errors="replace")[-4000:] if output.exists() else ""
-        err = source_error(run_dir / f"{PREFLIGHT_PREFIX}error.json", tail, returncode)
+        err = source_error(run_dir / f"{prefix}error.json", tail, returncode)
         result.ok, result.stage, result.line = False, err.stage, err.line
         result.errors.append(err.message)
     else:
@@ -88,7 +97,7 @@ def result_from_files(
             result.errors.append(early.message)
         else:
             _add_check_errors(result, manifest, request.baseline_name())
-    (run_dir / f"{PREFLIGHT_PREFIX}result.json").write_text(result.model_dump_json(indent=1))
+    (run_dir / f"{prefix}result.json").write_text(result.model_dump_json(indent=1))
     return result
 
 

@@ -201,7 +201,8 @@ def synchronize(device: str) -> None:
 
 def op_ranges(wanted: bool) -> Any:
     """torch's operator ranges (NVTX, with input shapes) while profiling under ncu, so each
-    kernel of a step can be traced to its operator; a no-op without torch or when not wanted."""
+    kernel of a step can be traced to its operator; a no-op without torch, without CUDA (a CPU
+    build of torch refuses NVTX) or when not wanted."""
     import contextlib
 
     if not wanted:
@@ -209,6 +210,8 @@ def op_ranges(wanted: bool) -> Any:
     try:
         import torch
     except ImportError:
+        return contextlib.nullcontext()
+    if not torch.cuda.is_available():
         return contextlib.nullcontext()
     return torch.autograd.profiler.emit_nvtx(record_shapes=True)  # type: ignore[no-untyped-call]
 

@@ -1,0 +1,123 @@
+"""A pre-flight that broke with several variants: each candidate again beside the baseline,
+in a new process, so that its crash is its own row and the others are still measured.
+
+A candidate that breaks the CUDA context (an illegal address, a device-side assert), aborts
+or segfaults takes the whole harness down, and the error surfaces at whatever touches the GPU
+next, often the baseline's call or the output check: "check failed [variant 'ref']". So the
+baseline runs alone first (if it fails alone, the failure is its own and the run ends), then
+each candidate beside it, one process each: a candidate whose pair breaks is dropped with
+verdict ``error`` (its own message when the harness caught it, else the pair's), one that runs
+past the limit with ``timeout``. If every pair passes, the variants fail only together and
+the first error stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.engine.collection import preflight_run
+from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.store.runs import PreflightResult
+from nsight_agent.errors import CollectionTimeoutError
+from nsight_agent.request import ProfileRequest
+
+ALONE_PREFIX = "alone-"
+
+
+def attributed(
+    first: Callable[[], PreflightResult],
+    run_dir: Path,
+    request: ProfileRequest,
+    device: str,
+    poll: Callable[[], None] | None,
+) -> PreflightResult:
+    """The pre-flight ``first``; when it broke (or hung) with several variants, each candidate
+    again beside the baseline: the ones that crash or hang are dropped (``error``,
+    ``timeout``) and the rest pre-flighted again without them, in a new process (cold: devices
+    are named as a new process sees them)."""
+    try:
+        pre: PreflightResult | None = first()
+    except CollectionTimeoutError:
+        if not worth_isolating(request):
+            raise
+        pre = None
+    if pre is not None and not (broken(pre) and worth_isolating(request)):
+        return pre
+    crashed = crashed_variants(run_dir, request, device, poll)
+    if not crashed:  # they fail only together: the first error stands
+        if pre is None:
+            raise CollectionTimeoutError(
+                f"The pre-flight ran past its {request.timeout_s:g} s limit; every variant "
+                "ran in time beside the baseline, so only all of them together do not.",
+                "Raise options.timeout_s, or compare fewer variants per call.",
+            )
+        return pre
+    again = preflight_run.run_preflight(run_dir, request, device, poll, skip=sorted(crashed))
+    again.dropped = {**again.dropped, **crashed}
+    (run_dir / f"{preflight_run.PREFLIGHT_PREFIX}result.json").write_text(
+        again.model_dump_json(indent=1)
+    )  # the run folder says which variants were dropped, and why
+    return again
+
+
+def broken(pre: PreflightResult) -> bool:
+    """The run itself failed (not only a variant's outputs or a variant on its own)."""
+    return not pre.ok and pre.stage not in ("check", "variant")
+
+
+def worth_isolating(request: ProfileRequest) -> bool:
+    return len(request.effective_variants()) > 1
+
+
+def crashed_variants(
+    run_dir: Path, request: ProfileRequest, device: str, poll: Callable[[], None] | None
+) -> dict[str, dict[str, Any]]:
+    """name -> dropped detail (verdict, stage, message, line) of each candidate that fails
+    beside the baseline; the baseline's own failure is raised."""
+    base = request.baseline_name()
+    names = [v.name for v in request.effective_variants()]
+
+    def pair(keep: list[str]) -> PreflightResult:
+        tag = "-".join(keep) if len(keep) == 1 else keep[-1]
+        skip = [n for n in names if n not in keep]
+        prefix = f"{ALONE_PREFIX}{_safe(tag)}-"
+        return preflight_run.run_preflight(run_dir, request, device, poll, skip=skip, prefix=prefix)
+
+    alone = pair([base])  # a timeout here is the baseline's: raised as it is
+    if broken(alone):
+        message = "\n".join(alone.errors) or "the pre-flight failed"
+        raise SourceError(alone.stage or "entry", message, line=alone.line, variant=base)
+    found: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name == base:
+            continue
+        try:
+            beside = pair([base, name])
+        except CollectionTimeoutError:
+            found[name] = {
+                "verdict": "timeout",
+                "stage": "entry",
+                "message": f"ran past the {request.timeout_s:g} s limit beside the baseline "
+                "(which passed alone) and was killed; the other variants were measured",
+            }
+            continue
+        if broken(beside):
+            own = beside.dropped.get(name) or {}
+            message = str(own.get("message") or "\n".join(beside.errors))
+            found[name] = {
+                "verdict": "error",
+                "stage": own.get("stage") or beside.stage or "entry",
+                "message": f"{message} (it broke the run; the baseline passed alone)",
+                **(
+                    {"line": own.get("line") or beside.line}
+                    if own.get("line") or beside.line
+                    else {}
+                ),
+            }
+    return found
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._" else "_" for c in name)[:40]
