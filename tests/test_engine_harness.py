@@ -366,9 +366,12 @@ def test_broken_sources_write_a_structured_error_and_exit_non_zero(
         assert f"line {line}" in str(err)
 
 
-def test_torch_operator_ranges_only_when_diagnosing(tmp_path: Path) -> None:
+def test_torch_operator_ranges_only_when_diagnosing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """diagnose_kernel asks for torch's operator ranges (emit_nvtx, with shapes) so a step's
-    kernels group by operator; other requests do not pay for them."""
+    kernels group by operator; other requests do not pay for them, and neither does a run
+    without CUDA (a CPU build of torch refuses NVTX: the stand-in ncu's CPU runs)."""
     import contextlib
 
     import torch
@@ -376,6 +379,9 @@ def test_torch_operator_ranges_only_when_diagnosing(tmp_path: Path) -> None:
     from nsight_agent.engine.harness import runtime
 
     assert isinstance(runtime.op_ranges(False), contextlib.nullcontext)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert isinstance(runtime.op_ranges(True), contextlib.nullcontext)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert isinstance(runtime.op_ranges(True), torch.autograd.profiler.emit_nvtx)
     plain = request_for("torch_softmax.py", "torch", configs=[{"rows": 2, "cols": 3}])
     assert render.spec_for(plain, tmp_path)[0]["torch_ranges"] is False
