@@ -1,5 +1,5 @@
 """KernelBench's format as an input (issue 36): detection, the request's defaults, the real
-harness and timing path on the CPU, and KernelBench's correctness rule.
+harness and timing path on the CPU, KernelBench's correctness rule and its result view.
 
 The fixtures in ``fixtures/kernelbench/`` are small problems and candidates written for these
 tests (a linear layer and ReLU, 8 x 64): an honest rewrite, and candidates that zero their
@@ -29,6 +29,7 @@ from nsight_agent.engine.worker import timing_run
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
 from nsight_agent.views.compare import compare_summary
+from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
 PROBLEM = (FIXTURES / "problem_linear_relu.py").read_text()
@@ -184,6 +185,37 @@ def test_candidates_get_their_verdicts_and_kernelbench_fields(
     assert raised["variant"] == "raises" and raised["line"] == 10
     assert "candidate kernel launch failed" in raised["message"]
     assert set(run.processed["Annotation"]) == {"ref", *names} - {"raises"}
+
+    report = kernelbench_report(compare_summary(run, limit=100))
+    by = {r.variant: r for r in report.results}
+    assert set(by) == set(names) and report.baseline == "ref"
+    honest = by["honest"]
+    assert honest.compiled and honest.correctness and honest.speedup is not None
+    assert honest.runtime > 0 and honest.ref_runtime > 0
+    ns = run.processed.set_index("Annotation").loc["ref", "AvgValue"]
+    assert honest.ref_runtime == pytest.approx(ns / 1e6, rel=1e-3)  # ms, as KernelBench
+    for name in ("zeroes_input", "returns_input", "own_seed"):
+        r = by[name]
+        assert r.compiled and not r.correctness and r.runtime == -1.0 and r.speedup is None
+        assert r.verdict == "incorrect" and r.reason and "differ" in r.reason
+    assert by["raises"].compiled and not by["raises"].correctness
+    assert "candidate kernel launch failed" in (by["raises"].reason or "")
+    text = render_kernelbench(report)
+    assert "honest: compiled=True correctness=True" in text and "[incorrect]" in text
+
+
+def test_a_candidate_that_does_not_import_is_not_compiled(
+    cpu_pool: WorkerPool, tmp_path: Path
+) -> None:
+    broken = candidate("honest").replace("import torch\n", "import torch\nimport no_such_module\n")
+    req = ProfileRequest(
+        source=PROBLEM,
+        variants=[{"name": "ref"}, {"name": "broken", "source": broken}],
+        runs=5,
+    )
+    run = pipeline.time_request(req, cpu_pool, runs_root=tmp_path)
+    (result,) = kernelbench_report(compare_summary(run)).results
+    assert not result.compiled and not result.correctness and result.verdict == "error"
 
 
 def test_configs_override_module_constants(cpu_pool: WorkerPool, tmp_path: Path) -> None:
