@@ -22,7 +22,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from nsight_agent import kernelbench
+
 Language = Literal["triton", "torch", "torch_compile", "cuda"]
+# What a request accepts: the tools' ``Language`` plus KernelBench's format, which the tools
+# offer once their schemas use this type (the recorded tools/list changes with it).
+RequestLanguage = Literal["triton", "torch", "torch_compile", "cuda", "kernelbench"]
+Correctness = Literal["default", "kernelbench"]
 ReplayMode = Literal["kernel", "range"]
 CacheControl = Literal["all", "none"]
 ClockControl = Literal["base", "none"]
@@ -126,7 +132,7 @@ class ProfileRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str = Field(description="Python module source following the kernel contract.")
-    language: Language = "triton"
+    language: RequestLanguage = "triton"
     entry: str = Field("run", description="Entry point measured when no variants are given.")
     setup: str = Field("setup", description="Function that builds the inputs of one config.")
     variants: list[Variant] = Field(default_factory=list)
@@ -160,6 +166,60 @@ class ProfileRequest(BaseModel):
     combine_kernels: CombineKernels = "sum"
     cuda_source: str | None = None
     cuda_functions: list[str] = Field(default_factory=list)
+    correctness: Correctness = Field(
+        "default",
+        description="'kernelbench' adds KernelBench's rule to our checks: 5 seeded trials per "
+        "config, and its tolerances (atol = rtol: fp32 1e-4, fp16/bf16 1e-2) unless rtol/atol "
+        "are given",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _detect_kernelbench(cls, data: Any) -> Any:
+        """A language left out (or None) is 'kernelbench' for a KernelBench-shaped source;
+        that language's configs default to the problem's own sizes, one config ``[{}]``."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("language") is None:
+            data.pop("language", None)
+            source = data.get("source")
+            if isinstance(source, str) and kernelbench.is_kernelbench(source):
+                data["language"] = "kernelbench"
+        if data.get("language") == "kernelbench" and data.get("configs") is None:
+            data["configs"] = [{}]
+        return data
+
+    @model_validator(mode="after")
+    def _kernelbench(self) -> ProfileRequest:
+        """KernelBench's roles: the problem's ``Model`` is variant "ref" when none is given,
+        a variant with its own source measures its ``ModelNew``; configs override module
+        constants by name. Checked here so a mistake costs no run."""
+        if self.language != "kernelbench":
+            return self
+        if not self.variants:
+            self.variants = [Variant(name="ref", entry=kernelbench.PROBLEM_CLASS, source=None)]
+        for v in self.variants:
+            own = v.source is not None and v.source != self.source
+            text = v.source if v.source is not None and own else self.source
+            if "entry" not in v.model_fields_set:
+                v.entry = kernelbench.CANDIDATE_CLASS if own else kernelbench.PROBLEM_CLASS
+            if not kernelbench.defines_class(text, v.entry):
+                whose = "its own source" if own else "the problem's source"
+                raise ValueError(f"variant {v.name!r}: {whose} defines no class {v.entry!r}")
+        if not kernelbench.is_kernelbench(self.source):
+            raise ValueError(
+                "language 'kernelbench' needs a problem source: class Model and get_inputs() "
+                "(get_init_inputs() if Model takes arguments) at module level, and no setup()"
+            )
+        constants = kernelbench.module_constants(self.source)
+        unknown = sorted(set(self.param_names()) - set(constants))
+        if unknown:
+            raise ValueError(
+                f"config keys {unknown} are not module constants of the problem; a config "
+                f"overrides them by name: {', '.join(constants) or 'it has none'}"
+            )
+        return self
 
     @field_validator("entry", "setup")
     @classmethod

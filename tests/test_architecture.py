@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "request": 0,
     "annotation": 0,
     "exceptions": 0,
+    "kernelbench": 0,
     "engine": 1,
     "catalog": 2,
     "diagnose": 2,

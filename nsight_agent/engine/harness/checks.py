@@ -8,7 +8,7 @@ within (rtol, atol). Defaults depend on the dtype: reduced precision gets looser
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -91,8 +91,15 @@ def check_single(outputs: Any) -> CheckOutcome:
     return CheckOutcome(True, "ok", "outputs are finite tensors")
 
 
-def compare(outputs: Any, reference: Any, rtol: float | None, atol: float | None) -> CheckOutcome:
-    """Compare a variant's ``outputs`` with the baseline's ``reference``."""
+def compare(
+    outputs: Any,
+    reference: Any,
+    rtol: float | None,
+    atol: float | None,
+    table: Mapping[str, tuple[float, float]] | None = None,
+) -> CheckOutcome:
+    """Compare a variant's ``outputs`` with the baseline's ``reference``; a dtype named in
+    ``table`` ("float32": (rtol, atol)) gets those bounds, others ``rtol``/``atol`` or ours."""
     try:
         got, want = flatten(outputs), flatten(reference)
     except TypeError as err:
@@ -119,6 +126,7 @@ def compare(outputs: Any, reference: Any, rtol: float | None, atol: float | None
         r_default, a_default = default_tolerances(a.dtype)
         r = r_default if rtol is None else rtol
         t = a_default if atol is None else atol
+        r, t = (table or {}).get(str(a.dtype).removeprefix("torch."), (r, t))
         abs_err, rel_err, n_bad = _errors(a, b, r, t)
         max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
         if n_bad:

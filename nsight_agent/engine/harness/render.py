@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 import nsight_agent
+from nsight_agent import kernelbench
 from nsight_agent.errors import NsightAgentError
 from nsight_agent.request import ProfileRequest
 
@@ -22,6 +23,7 @@ TEMPLATES = {
     "torch": "torch.py.j2",
     "torch_compile": "torch_compile.py.j2",
     "cuda": "cuda.py.j2",
+    "kernelbench": "kernelbench.py.j2",
 }
 MAIN_MODULE = "user_source"
 
@@ -85,6 +87,13 @@ def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[dict[str, Any],
         "vary_inputs": request.vary_inputs,
         "rtol": request.rtol,
         "atol": request.atol,
+        # correctness="kernelbench": its trials after the first check, its bounds in every check
+        "trials": kernelbench.TRIALS if request.correctness == "kernelbench" else 0,
+        "tolerances": (
+            kernelbench.tolerances(request.rtol, request.atol)
+            if request.correctness == "kernelbench"
+            else None
+        ),
         "compile_options": {},
         "cuda": {
             "source": request.cuda_source,

@@ -70,6 +70,7 @@ class TimingOptions:
     atol: float | None = None
     skip: tuple[str, ...] = ()  # variants dropped before (at the pre-flight)
     vary_inputs: bool = True
+    tolerances: dict[str, tuple[float, float]] | None = None  # (rtol, atol) by dtype name
     peak_dram_bytes_per_s: float | None = None  # default: NVML's, on a GPU
 
 
@@ -196,7 +197,9 @@ class _Verdicts:
             if name == self.baseline:
                 outcome = checks.check_single(out)
             else:
-                outcome = checks.compare(out, outs[self.baseline], self.opts.rtol, self.opts.atol)
+                outcome = checks.compare(
+                    out, outs[self.baseline], self.opts.rtol, self.opts.atol, self.opts.tolerances
+                )
             if outcome.ok:
                 mine = checks.storages(runtime.tensors_in(out))
                 theirs = checks.storages(runtime.tensors_in([outs[n] for n in outs if n != name]))

@@ -11,7 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine.harness import checks, integrity, runtime
+from nsight_agent.engine.harness import checks, integrity, kernelbench, runtime
 from nsight_agent.engine.worker import timing
 from nsight_agent.engine.worker.timing import TimingOptions, TimingResult
 from nsight_agent.errors import InvalidRequestError
@@ -36,6 +36,7 @@ def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
     spec: dict[str, Any] = harness.SPEC
     opts = TimingOptions(seed=spec["seed"], rtol=spec["rtol"], atol=spec["atol"])
     opts.vary_inputs = bool(spec.get("vary_inputs", True))
+    opts.tolerances = spec.get("tolerances")
     for key, value in options.items():
         setattr(opts, key, tuple(value) if key == "skip" else value)
     variants = [v for v in spec["variants"] if v["name"] not in opts.skip]
@@ -48,19 +49,29 @@ def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
     try:
         main = spec["setup_module"]
         modules = {main: runtime.load_user_module(main, str(run_dir / f"{main}.py"))}
-        setup = runtime.function_of(modules[main], spec["setup"], "setup")
-        entries = {}
         for v in variants:
             with dropped.isolate(v["name"], "import"):
                 if v["module"] not in modules:
                     modules[v["module"]] = runtime.load_user_module(
                         v["module"], str(run_dir / v["file"])
                     )
-                entries[v["name"]] = _entry(spec, v, modules, device)
+        adapter = None
+        if spec["language"] == "kernelbench":
+            adapter = kernelbench.Adapter(modules[main], modules.values(), spec["seed"])
+            setup = adapter.setup
+        else:
+            setup = runtime.function_of(modules[main], spec["setup"], "setup")
+        entries = {}
+        for v in variants:
+            if v["module"] in modules and v["name"] not in dropped:
+                with dropped.isolate(v["name"], "import"):
+                    entries[v["name"]] = _entry(spec, v, modules, device, adapter)
         at_import = timing.GUARD[0].replaced()  # replaced while the sources were imported
         result = timing.time_variants(
             setup, entries, spec["configs"], baseline=spec["baseline"], device=device, options=opts
         )
+        if spec.get("trials"):
+            _add_trials(result, setup, entries, spec, device)
         if at_import:
             note = integrity.replaced_note(at_import)
             result.notes.append(f"the source {note}")
@@ -78,9 +89,15 @@ def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
 
 
 def _entry(
-    spec: dict[str, Any], v: dict[str, Any], modules: dict[str, Any], device: str
+    spec: dict[str, Any],
+    v: dict[str, Any],
+    modules: dict[str, Any],
+    device: str,
+    adapter: kernelbench.Adapter | None,
 ) -> Callable[..., Any]:
     fn = runtime.function_of(modules[v["module"]], v["entry"], "entry point")
+    if adapter is not None:
+        return adapter.entry(fn)
     if spec["language"] == "torch_compile":
         import torch
 
@@ -95,6 +112,37 @@ def _entry(
         ext, _ = _cuda_ext(source, tuple(functions), spec["cuda"]["cache_dir"])
         return functools.partial(fn, ext)
     return fn
+
+
+def _add_trials(
+    result: TimingResult,
+    setup: Callable[..., Any],
+    entries: dict[str, Callable[..., Any]],
+    spec: dict[str, Any],
+    device: str,
+) -> None:
+    """correctness="kernelbench": its seeded trials per config, after the timing loop; a
+    failing trial replaces that (variant, config)'s check if it passed, and its row is wrong."""
+    for ci, config in enumerate(spec["configs"]):
+        at = {(c["variant"], c["config_index"]): i for i, c in enumerate(result.checks)}
+        judged = {
+            n: e
+            for n, e in entries.items()
+            if n not in result.dropped and (n, ci) in at and result.checks[at[n, ci]]["ok"]
+        }
+        found = kernelbench.trials(
+            setup,
+            judged,
+            config,
+            baseline=spec["baseline"],
+            device=device,
+            seed=spec["seed"],
+            table=spec["tolerances"],
+            config_index=ci,
+        )
+        for check in found:
+            i = at[check["variant"], ci]  # rows and checks are appended together
+            result.checks[i], result.rows[i]["OutputOK"] = check, False
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,0 +1,114 @@
+"""KernelBench's result, per candidate, from a comparison (``views/compare.CompareSummary``):
+compiled, correctness, runtime and ref_runtime in ms, speedup, plus our verdict and its reason,
+so an agent loop written around KernelBench's evaluator can use ours instead.
+
+KernelBench times a candidate only once it is correct, and reports ``runtime = -1.0``
+otherwise; so does this view (our run timed it, the comparison has its time). Our
+verdicts are stricter than its correctness: a candidate whose time cannot be trusted
+(``suspect``) or that raised is not correct here, and never gets a speedup.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import BaseModel, Field
+
+from nsight_agent.views.common import sig
+from nsight_agent.views.compare import FAILING, CompareSummary
+
+# Milliseconds per unit of the time metric: the timing path reports ns, ncu "nsecond".
+_MS_PER_UNIT = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0}
+_MS_PER_UNIT |= {"msecond": 1.0, "s": 1e3, "second": 1e3}
+
+# A variant that never ran ``views/compare._dropped`` writes as "<verdict> at <stage>...":
+# one dropped at import or compile did not build, which KernelBench calls not compiled.
+_DROPPED_AT = re.compile(r"^\w+ at (\w+)")
+_NOT_BUILT = frozenset({"import", "compile"})
+
+
+class KernelBenchResult(BaseModel):
+    """One candidate, as KernelBench's ``KernelExecResult`` reports it, and our judgement."""
+
+    variant: str
+    compiled: bool = Field(description="Its source imported (and built, for CUDA)")
+    correctness: bool = Field(description="Measured, and every check passed")
+    runtime: float = Field(description="ms, geometric mean over the configs; -1.0 if not timed")
+    ref_runtime: float = Field(description="The baseline's, ms; -1.0 if not timed")
+    speedup: float | None = Field(default=None, description="ref_runtime / runtime, if correct")
+    verdict: str = Field(description="Ours: faster, slower, within_noise, mixed, incorrect, ...")
+    reason: str | None = None
+
+
+class KernelBenchReport(BaseModel):
+    run_id: str
+    baseline: str
+    results: list[KernelBenchResult]
+
+
+def _geomean_ms(times: list[float | None], ms_per_unit: float) -> float:
+    vals = [t for t in times if t is not None and t > 0 and math.isfinite(t)]
+    if not vals:
+        return -1.0
+    return float(sig(math.exp(sum(map(math.log, vals)) / len(vals)) * ms_per_unit, 4) or -1.0)
+
+
+def kernelbench_report(summary: CompareSummary) -> KernelBenchReport:
+    """Every non-baseline variant of ``summary`` in KernelBench's terms; runtimes over the
+    configs on the page ``summary`` holds (ask ``compare_summary`` for all of them)."""
+    if summary.unit not in _MS_PER_UNIT:
+        raise ValueError(f"time unit {summary.unit!r} of run {summary.run_id} is not a time")
+    per_ms = _MS_PER_UNIT[summary.unit]
+    base = summary.baseline
+    ref_ms = _geomean_ms(
+        [c.variants[base].time for c in summary.configs if base in c.variants], per_ms
+    )
+    results = []
+    for name, overall in summary.overall.items():
+        if name == base:
+            continue
+        timings = [c.variants[name] for c in summary.configs if name in c.variants]
+        failing = next((t for t in timings if t.verdict in FAILING), None)
+        reason = (
+            failing.check
+            if failing
+            else _speed_reason(overall.configs_faster, overall.configs_slower, len(timings))
+        )
+        dropped = (
+            _DROPPED_AT.match(failing.check or "") if failing and failing.time is None else None
+        )
+        correct = overall.verdict not in FAILING and overall.verdict != "no_data"
+        # As KernelBench: a candidate is timed only once it is correct.
+        runtime = _geomean_ms([t.time for t in timings], per_ms) if correct else -1.0
+        speedup = sig(ref_ms / runtime, 4) if correct and runtime > 0 and ref_ms > 0 else None
+        results.append(
+            KernelBenchResult(
+                variant=name,
+                compiled=not (dropped and dropped.group(1) in _NOT_BUILT),
+                correctness=correct,
+                runtime=runtime,
+                ref_runtime=ref_ms,
+                speedup=speedup,
+                verdict=overall.verdict,
+                reason=reason,
+            )
+        )
+    return KernelBenchReport(run_id=summary.run_id, baseline=base, results=results)
+
+
+def _speed_reason(faster: int, slower: int, configs: int) -> str:
+    return f"{faster} of {configs} configs faster, {slower} slower (95% intervals)"
+
+
+def render_kernelbench(report: KernelBenchReport) -> str:
+    """One line per candidate, KernelBench's fields first."""
+    lines = [f"run {report.run_id}, against {report.baseline!r} (times in ms):"]
+    for r in report.results:
+        speed = f"{r.speedup}x" if r.speedup is not None else "-"
+        lines.append(
+            f"{r.variant}: compiled={r.compiled} correctness={r.correctness} "
+            f"runtime={r.runtime} ref_runtime={r.ref_runtime} speedup={speed} "
+            f"[{r.verdict}] {r.reason or ''}".rstrip()
+        )
+    return "\n".join(lines)

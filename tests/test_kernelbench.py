@@ -1,0 +1,287 @@
+"""KernelBench's format as an input (issue 36): detection, the request's defaults, the real
+harness and timing path on the CPU, KernelBench's correctness rule and its result view.
+
+The fixtures in ``fixtures/kernelbench/`` are small problems and candidates written for these
+tests (a linear layer and ReLU, 8 x 64): an honest rewrite, and candidates that zero their
+input, return it, raise, seed their own weights, are close within KernelBench's bounds only,
+or go wrong after some calls.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from nsight_agent import kernelbench
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.collection.ncu import child_env
+from nsight_agent.engine.harness import kernelbench as adapter_module
+from nsight_agent.engine.harness import render, runtime
+from nsight_agent.engine.worker import timing_run
+from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.request import ProfileRequest
+from nsight_agent.views.compare import compare_summary
+from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
+PROBLEM = (FIXTURES / "problem_linear_relu.py").read_text()
+
+
+def candidate(name: str) -> str:
+    return (FIXTURES / f"new_{name}.py").read_text()
+
+
+def kb_request(names: list[str], **extra: Any) -> ProfileRequest:
+    variants = [{"name": "ref"}] + [{"name": n, "source": candidate(n)} for n in names]
+    fields = {"source": PROBLEM, "variants": variants, "runs": 5, "warmup": 1, **extra}
+    return ProfileRequest.model_validate(fields)
+
+
+@pytest.fixture(scope="module")
+def cpu_pool() -> Iterator[WorkerPool]:
+    with WorkerPool() as pool:
+        yield pool
+
+
+# --- detection and the request -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (PROBLEM, True),
+        ("class Model:\n    pass\ndef get_inputs():\n    return []\n", True),
+        # Our kernel contract: a setup() wins, even beside Model and get_inputs.
+        (PROBLEM + "\ndef setup(n, device):\n    return ()\n", False),
+        (
+            "import torch\ndef setup(n, device):\n    return (torch.ones(n),)\ndef run(x):\n    return x\n",
+            False,
+        ),
+        (candidate("honest"), False),  # a candidate alone: ModelNew, no Model
+        ("Model = object\ndef get_inputs():\n    return []\n", False),  # Model is no class
+        ("class Model:\n    pass\n", False),  # no get_inputs
+        ("class Model(:\n", False),  # does not parse
+    ],
+)
+def test_a_kernelbench_problem_is_detected(source: str, expected: bool) -> None:
+    assert kernelbench.is_kernelbench(source) is expected
+
+
+def test_the_problem_alone_becomes_one_variant_ref_on_its_own_sizes() -> None:
+    req = ProfileRequest(source=PROBLEM)
+    assert req.language == "kernelbench"
+    assert req.expanded_configs() == [{}]
+    assert [(v.name, v.entry) for v in req.effective_variants()] == [("ref", "Model")]
+    assert req.baseline_name() == "ref"
+    # Language None is left out too (a front end passing its unset option).
+    assert ProfileRequest.model_validate({"source": PROBLEM, "language": None}).language == (
+        "kernelbench"
+    )
+
+
+def test_candidates_measure_their_model_new_and_the_baseline_is_model() -> None:
+    req = kb_request(["honest"])
+    assert [(v.name, v.entry) for v in req.effective_variants()] == [
+        ("ref", "Model"),
+        ("honest", "ModelNew"),
+    ]
+    assert req.baseline_name() == "ref"
+
+
+def test_a_language_given_is_kept_and_other_sources_still_need_configs() -> None:
+    req = ProfileRequest(source=PROBLEM, language="torch", configs=[{}], setup="get_inputs")
+    assert req.language == "torch"
+    with pytest.raises(ValidationError, match="configs"):
+        ProfileRequest(source="def setup(n):\n    return ()\ndef run():\n    pass\n")
+
+
+def test_request_errors_name_the_constants_and_the_variant() -> None:
+    with pytest.raises(ValidationError) as err:
+        ProfileRequest(source=PROBLEM, configs=[{"batch": 4}])
+    assert "['batch']" in str(err.value) and "batch_size, features" in str(err.value)
+    with pytest.raises(ValidationError, match="variant 'bad': its own source defines no class"):
+        ProfileRequest(
+            source=PROBLEM,
+            variants=[
+                {"name": "ref"},
+                {"name": "bad", "source": PROBLEM.replace("class Model", "class Other")},
+            ],
+        )
+    with pytest.raises(ValidationError, match="needs a problem source"):
+        ProfileRequest(source="class Model:\n    pass\n", language="kernelbench")
+
+
+# --- the adapter -------------------------------------------------------------------------------
+
+
+def load(tmp_path: Path, name: str, source: str) -> Any:
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return runtime.load_user_module(name, str(path))
+
+
+def test_overrides_reach_get_inputs_and_models_get_equal_weights(tmp_path: Path) -> None:
+    problem = load(tmp_path, "kb_problem", PROBLEM)
+    honest = load(tmp_path, "kb_honest", candidate("honest"))
+    own_seed = load(tmp_path, "kb_own_seed", candidate("own_seed"))
+    adapter = adapter_module.Adapter(problem, [problem, honest, own_seed], seed=3)
+    (x,) = adapter.setup(device="cpu", batch_size=4)
+    assert x.shape == (4, 64) and problem.batch_size == 4 and honest.batch_size == 4
+    ref = adapter.build(problem.Model)
+    assert torch.equal(adapter.build(honest.ModelNew).linear.weight, ref.linear.weight)
+    assert not torch.equal(adapter.build(own_seed.ModelNew).linear.weight, ref.linear.weight)
+    forward = adapter.entry(honest.ModelNew)
+    out = forward(x)
+    assert out.shape == (4, 64) and not out.requires_grad
+    with pytest.raises(ValueError, match=r"'batch' is not a module constant.*batch_size, features"):
+        adapter.setup(device="cpu", batch=4)
+
+
+def test_trial_seeds_are_fixed_by_the_seed() -> None:
+    seeds = adapter_module.trial_seeds(42)
+    assert len(seeds) == kernelbench.TRIALS == 5 and len(set(seeds)) == 5
+    assert seeds == adapter_module.trial_seeds(42) != adapter_module.trial_seeds(43)
+
+
+# --- the timing path, with the real harness's pre-flight ---------------------------------------
+
+
+def overall(run: pipeline.RunResult) -> dict[str, str]:
+    return {k: v.verdict for k, v in compare_summary(run).overall.items()}
+
+
+def test_the_problem_alone_is_timed_with_configs_omitted(
+    cpu_pool: WorkerPool, tmp_path: Path
+) -> None:
+    run = pipeline.time_request(
+        ProfileRequest(source=PROBLEM, runs=5), cpu_pool, runs_root=tmp_path
+    )
+    assert list(run.processed["Annotation"]) == ["ref"]
+    assert bool(run.processed["OutputOK"].iloc[0]) and run.processed["AvgValue"].iloc[0] > 0
+    assert [c.ok for c in run.checks] == [True]
+
+
+def test_candidates_get_their_verdicts_and_kernelbench_fields(
+    cpu_pool: WorkerPool, tmp_path: Path
+) -> None:
+    names = ["honest", "zeroes_input", "returns_input", "raises", "own_seed"]
+    run = pipeline.time_request(kb_request(names), cpu_pool, runs_root=tmp_path)
+    got = overall(run)
+    assert got["ref"] == "baseline"
+    assert got["honest"] in ("within_noise", "faster"), run.warnings
+    for name in ("zeroes_input", "returns_input", "own_seed"):
+        assert got[name] == "incorrect", (name, got)
+    # The raising candidate is its own error, with the line in its own file; the rest ran.
+    assert got["raises"] == "error"
+    raised = run.dropped["raises"]
+    assert raised["variant"] == "raises" and raised["line"] == 10
+    assert "candidate kernel launch failed" in raised["message"]
+    assert set(run.processed["Annotation"]) == {"ref", *names} - {"raises"}
+
+    report = kernelbench_report(compare_summary(run, limit=100))
+    by = {r.variant: r for r in report.results}
+    assert set(by) == set(names) and report.baseline == "ref"
+    honest = by["honest"]
+    assert honest.compiled and honest.correctness and honest.speedup is not None
+    assert honest.runtime > 0 and honest.ref_runtime > 0
+    ns = run.processed.set_index("Annotation").loc["ref", "AvgValue"]
+    assert honest.ref_runtime == pytest.approx(ns / 1e6, rel=1e-3)  # ms, as KernelBench
+    for name in ("zeroes_input", "returns_input", "own_seed"):
+        r = by[name]
+        assert r.compiled and not r.correctness and r.runtime == -1.0 and r.speedup is None
+        assert r.verdict == "incorrect" and r.reason and "differ" in r.reason
+    assert by["raises"].compiled and not by["raises"].correctness
+    assert "candidate kernel launch failed" in (by["raises"].reason or "")
+    text = render_kernelbench(report)
+    assert "honest: compiled=True correctness=True" in text and "[incorrect]" in text
+
+
+def test_a_candidate_that_does_not_import_is_not_compiled(
+    cpu_pool: WorkerPool, tmp_path: Path
+) -> None:
+    broken = candidate("honest").replace("import torch\n", "import torch\nimport no_such_module\n")
+    req = ProfileRequest(
+        source=PROBLEM,
+        variants=[{"name": "ref"}, {"name": "broken", "source": broken}],
+        runs=5,
+    )
+    run = pipeline.time_request(req, cpu_pool, runs_root=tmp_path)
+    (result,) = kernelbench_report(compare_summary(run)).results
+    assert not result.compiled and not result.correctness and result.verdict == "error"
+
+
+def test_configs_override_module_constants(cpu_pool: WorkerPool, tmp_path: Path) -> None:
+    req = kb_request(["honest"], configs={"batch_size": [4, 16]})
+    run = pipeline.time_request(req, cpu_pool, runs_root=tmp_path)
+    assert sorted(run.processed["batch_size"]) == [4, 4, 16, 16]
+    assert all(c.ok for c in run.checks) and len(run.checks) == 4
+
+
+def test_kernelbench_tolerances_accept_what_ours_reject(
+    cpu_pool: WorkerPool, tmp_path: Path
+) -> None:
+    ours = pipeline.time_request(kb_request(["close"]), cpu_pool, runs_root=tmp_path)
+    assert overall(ours)["close"] == "incorrect"
+    theirs = kb_request(["close"], correctness="kernelbench")
+    run = pipeline.time_request(theirs, cpu_pool, runs_root=tmp_path)
+    assert overall(run)["close"] in ("within_noise", "faster", "slower"), run.checks
+
+
+# --- KernelBench's trials, on both paths -------------------------------------------------------
+
+
+def wrong_after(calls: int, **extra: Any) -> ProfileRequest:
+    source = candidate("wrong_later").replace("GOOD_CALLS = 1", f"GOOD_CALLS = {calls}")
+    variants = [{"name": "ref"}, {"name": "later", "source": source}]
+    return ProfileRequest(source=PROBLEM, variants=variants, runs=2, warmup=1, **extra)
+
+
+def preflight_checks(tmp_path: Path, req: ProfileRequest) -> list[dict[str, Any]]:
+    tmp_path.mkdir()
+    render.write_run_files(req, tmp_path, tmp_path / "cache")
+    proc = subprocess.run(
+        [sys.executable, "harness.py", "--preflight", "--device", "cpu"],
+        cwd=tmp_path,
+        env=child_env({}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks: list[dict[str, Any]] = json.loads((tmp_path / "manifest.json").read_text())["checks"]
+    return [c for c in checks if c["variant"] == "later" and not c["ok"]]
+
+
+def test_the_harness_runs_the_trials_right_after_the_first_check(tmp_path: Path) -> None:
+    """Right on its first call only: our first timed run catches it, the trials sooner."""
+    (ours,) = preflight_checks(tmp_path / "default", wrong_after(1))
+    assert ours["message"].startswith("run 0, on new inputs")
+    (theirs,) = preflight_checks(tmp_path / "kb", wrong_after(1, correctness="kernelbench"))
+    assert theirs["message"].startswith("KernelBench trial 0 (seed ")
+    assert theirs["reason"] == "mismatch"
+
+
+def test_the_timing_path_adds_the_trials_after_its_loop(tmp_path: Path) -> None:
+    """Right for the 6 calls the loop makes here (3 warm-up, 3 runs), wrong afterwards."""
+    options = {"warmup_min": 1, "warmup_max": 3, "min_runs": 3, "max_runs": 3}
+    results = {}
+    for rule in ("default", "kernelbench"):
+        run_dir = tmp_path / rule
+        run_dir.mkdir()
+        render.write_run_files(wrong_after(6, correctness=rule), run_dir, tmp_path / "cache")
+        results[rule] = timing_run.time_run_dir(run_dir, "cpu", **options)
+    later = {rule: [c for c in r.checks if c["variant"] == "later"] for rule, r in results.items()}
+    assert [c["ok"] for c in later["default"]] == [True]
+    (failed,) = later["kernelbench"]
+    assert not failed["ok"] and failed["message"].startswith("KernelBench trial 0")
+    rows = {r["Annotation"]: r["OutputOK"] for r in results["kernelbench"].rows}
+    assert rows == {"ref": True, "later": False}
