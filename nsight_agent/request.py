@@ -186,7 +186,12 @@ class ProfileRequest(BaseModel):
             source = data.get("source")
             if isinstance(source, str) and kernelbench.is_kernelbench(source):
                 data["language"] = "kernelbench"
-        if data.get("language") == "kernelbench" and data.get("configs") is None:
+        if data.get("configs") is None:
+            if data.get("language") != "kernelbench":
+                raise ValueError(
+                    'configs is required: a list of dicts or a grid {"n": [1024]} (only a '
+                    "KernelBench problem, with Model and get_inputs, may leave it out)"
+                )
             data["configs"] = [{}]
         return data
 
@@ -243,6 +248,16 @@ class ProfileRequest(BaseModel):
             _check_name("name", item)
             if "," in item:
                 raise ValueError(f"{item!r}: give one name per list entry (no commas)")
+        return v
+
+    @field_validator("configs", mode="before")
+    @classmethod
+    def _configs_given(cls, v: Any) -> Any:
+        if v is None:
+            raise ValueError(
+                'configs is required: a list of dicts or a grid {"n": [1024]} (only a '
+                "KernelBench problem, with Model and get_inputs, may leave it out)"
+            )
         return v
 
     @field_validator("configs")
@@ -337,6 +352,7 @@ OPTION_KNOBS = frozenset(
     {
         "setup", "warmup", "sections", "replay_mode", "cache_control", "clock_control",
         "timeout_s", "ignore_kernels", "combine_kernels", "rtol", "atol", "vary_inputs", "deep",
+        "correctness",
     }
 )  # fmt: skip
 

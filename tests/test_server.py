@@ -158,7 +158,7 @@ async def test_diagnose_kernel_on_a_report_and_a_run(server: MCPServer, run: Run
     assert data["run_id"] == run.run_id and data["kernels_total"] == 2
     assert len(data["kernels"]) == 1 and len(data["others"]) == 1
     assert "SpeedOfLight" in data["kernels"][0]["diagnosis"]["deeper"]
-    assert "needs source and configs, a run_id, or a report_path" in _error(nothing)
+    assert "needs source (and configs), a run_id, or a report_path" in _error(nothing)
 
 
 async def test_summarize_report_missing_path(server: MCPServer) -> None:

@@ -115,7 +115,7 @@ def kernel_source(path: Path, command: str) -> str:
     return source
 
 
-def _dump(model: Any) -> str:
+def dump_json(model: Any) -> str:
     from nsight_agent.views import common
 
     return json.dumps(common.dump(model), indent=1)
@@ -130,7 +130,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from nsight_agent.views import runs, text
 
     path = Path(args.file)
-    run = _measure(
+    run = measure_source(
         args.method,
         f"profiling {path.name}",
         source=kernel_source(path, "profile"),
@@ -142,10 +142,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
         runs=args.runs,
         timeout_s=args.timeout,
         clock_control=args.clock_control,
+        correctness=args.correctness,
     )
     s = runs.profile_summary(run, limit=10_000)
     if args.json:
-        print(_dump(s))
+        print(dump_json(s))
         return 0
     label = metric_labels(run)
     output.show(text.render_table(s, label), tables.profile(s, label))
@@ -175,7 +176,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         metrics=_metrics(args.metrics),
     )
     if args.json:
-        print(_dump(s))
+        print(dump_json(s))
     else:
         output.show(text.render_report(s), tables.report(s))
     return 0
@@ -218,7 +219,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                 fields, where, deep=not args.no_deep, limit=args.limit, **options
             )
     if args.json:
-        print(_dump(d))
+        print(dump_json(d))
     else:
         output.show(text.render_diagnosis(d), tables.diagnosis(d))
     return 0
@@ -246,41 +247,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    import nsight_agent.cli.tables as tables
-    from nsight_agent.views import compare, text
-
-    path = Path(args.file)
-    variants = []
-    for item in args.variant or []:
-        name, _, entry = item.partition("=")
-        variants.append({"name": name.strip(), "entry": (entry or name).strip()})
-    if len(variants) < 2:
-        raise InvalidRequestError(
-            "compare needs at least two --variant NAME[=ENTRY].",
-            "Example: --variant eager=run_ref --variant fused=run",
-        )
-    run = _measure(
-        args.method,
-        f"comparing {len(variants)} variants of {path.name}",
-        source=kernel_source(path, "compare"),
-        language=args.language,
-        variants=variants,
-        baseline=args.baseline or variants[0]["name"],
-        configs=parse_configs(args.config, args.grid),
-        runs=args.runs,
-        timeout_s=args.timeout,
-        clock_control=args.clock_control,
-    )
-    s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
-    if args.json:
-        print(_dump(s))
-    else:
-        label = metric_labels(run)
-        output.show(text.render_compare(s, label), tables.compare(s, label))
-    return 0
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
@@ -365,7 +331,7 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
     return 0
 
 
-def _measure(method: str, stage: str, **fields: Any) -> Any:
+def measure_source(method: str, stage: str, **fields: Any) -> Any:
     """The request of ``fields`` under ncu, or (``--method timing``) timed on a warm worker
     started for this command; a spinner on stderr says which while it runs."""
     from nsight_agent.service import profile

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 # __init__, which imports this module (a cycle).
 import nsight_agent.cli.baselines as baselines
 import nsight_agent.cli.commands as commands
+import nsight_agent.cli.compare as compare
 import nsight_agent.cli.output as output
 import nsight_agent.cli.parser as parser
 from nsight_agent.errors import (
@@ -32,7 +33,7 @@ from nsight_agent.request import validation_text
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``parser.COMMANDS``, each command running ``commands.cmd_<name>``."""
-    found = (commands, baselines)  # baselines: baseline, diff, check, history
+    found = (commands, compare, baselines)  # baselines: baseline, diff, check, history
     return parser.build(
         {
             c.name: next(getattr(m, f"cmd_{c.name}") for m in found if hasattr(m, f"cmd_{c.name}"))

@@ -13,7 +13,7 @@ from typing import Any
 from nsight_agent import __version__
 
 Option = tuple[tuple[str, ...], dict[str, Any]]
-LANGUAGES = ["triton", "torch", "torch_compile", "cuda"]
+LANGUAGES = ["triton", "torch", "torch_compile", "cuda", "kernelbench"]
 
 
 def opt(*flags: str, **kwargs: Any) -> Option:
@@ -36,7 +36,16 @@ CONFIG = opt(
     help="one config (repeat for more), e.g. --config M=1024 N=512",
 )
 GRID = opt("--grid", help='JSON grid: {"M": [1024, 2048]}')
-LANGUAGE = opt("--language", choices=LANGUAGES, default="triton", help="how the source runs")
+LANGUAGE = opt(
+    "--language",
+    choices=LANGUAGES,
+    help="how the source runs (default: kernelbench for a KernelBench problem, else triton)",
+)
+CORRECTNESS = opt(
+    "--correctness",
+    choices=["default", "kernelbench"],
+    help="kernelbench: add KernelBench's 5 seeded trials and tolerances to our checks",
+)
 JSON = opt("--json", action="store_true", help="print the answer as JSON (for scripts)")
 TIMEOUT = opt("--timeout", type=int, default=600, help="seconds")
 CLOCKS = opt(
@@ -60,7 +69,7 @@ COMMANDS = [
         "profile",
         "profile a kernel source file over configs (needs ncu)",
         [
-            opt("file", help="Python source with setup() and the entry function"),
+            opt("file", help="Python source with setup() and the entry, or a KernelBench problem"),
             opt(
                 "--config",
                 nargs="+",
@@ -78,6 +87,7 @@ COMMANDS = [
             CLOCKS,
             opt("--json", action="store_true", help="print the compact JSON answer"),
             METHOD,
+            CORRECTNESS,
         ],
     ),
     Command(
@@ -120,12 +130,30 @@ COMMANDS = [
         "compare",
         "time variants of a kernel against a baseline (needs ncu)",
         [
-            opt("file", help="Python source defining setup() and the variants' entries"),
+            opt(
+                "file",
+                help="Python source defining setup() and the variants' entries, or a "
+                "KernelBench problem",
+            ),
             opt(
                 "--variant",
                 action="append",
                 metavar="NAME[=ENTRY]",
                 help="a variant (at least two)",
+            ),
+            opt(
+                "--candidate",
+                action="append",
+                metavar="FILE",
+                help="a source of its own (a KernelBench ModelNew), compared with the problem's "
+                "Model; repeatable",
+            ),
+            CORRECTNESS,
+            opt(
+                "--kernelbench-result",
+                action="store_true",
+                help="print KernelBench's result fields (compiled, correctness, runtime, "
+                "ref_runtime, speedup) with our verdict; implies --correctness kernelbench",
             ),
             opt("--baseline", help="variant the others are compared to (default: the first)"),
             CONFIG,

@@ -14,7 +14,14 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
 from nsight_agent.errors import InvalidRequestError
-from nsight_agent.request import CacheControl, ClockControl, CombineKernels, Language, ReplayMode
+from nsight_agent.request import (
+    CacheControl,
+    ClockControl,
+    CombineKernels,
+    Correctness,
+    ReplayMode,
+    RequestLanguage,
+)
 from nsight_agent.server.boundary import execute, load, result, state, thread, tool_errors
 from nsight_agent.server.boundary import report_path as boundary_report_path
 from nsight_agent.service import diagnose, profile
@@ -27,13 +34,24 @@ from nsight_agent.views.diagnosis import ReportDiagnosis
 CONTRACT_HINT = "Source follows the kernel contract (server instructions; nsight-agent://contract)."
 
 Grid = list[dict[str, Any]] | dict[str, list[Any]]
-SourceArg = Annotated[str, Field(description="Python module: setup() and the entry")]
-ConfigsArg = Annotated[Grid, Field(description='List of dicts, or a grid {"N": [1024, 4096]}')]
+SourceArg = Annotated[
+    str, Field(description="Python module: setup() and the entry, or a KernelBench problem")
+]
+ConfigsArg = Annotated[
+    Grid | None, Field(description='List of dicts, or a grid {"N": [1024, 4096]}')
+]
+# None: detected (a KernelBench problem, with Model and get_inputs, is "kernelbench"), else
+# triton; said once, in profile_kernel's schema.
+LanguageArg = Annotated[RequestLanguage | None, Field()]
+MethodArg = Annotated[
+    Literal["ncu", "timing"],
+    Field(description="timing: CUPTI kernel records on a warm worker, no ncu"),
+]
 OptionsArg = Annotated[
     dict[str, Any] | None,
     Field(
         description="setup warmup sections replay_mode cache_control clock_control "
-        "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep"
+        "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep correctness"
     ),
 ]
 
@@ -56,6 +74,7 @@ class Options(BaseModel):
     atol: float | None = None
     vary_inputs: bool = True
     deep: bool = True
+    correctness: Correctness = "default"
 
     def fields(self, *names: str) -> dict[str, Any]:
         return {n: getattr(self, n) for n in names}
@@ -78,17 +97,16 @@ class VariantInput(BaseModel):
 async def profile_kernel(
     ctx: Context,
     source: SourceArg,
-    configs: ConfigsArg,
-    language: Annotated[Language, Field(description="How the source is run")] = "triton",
+    configs: ConfigsArg = None,
+    language: Annotated[
+        RequestLanguage | None, Field(description="Default: detected, else triton")
+    ] = None,
     entry: Annotated[str, Field(description="Function that launches the kernel")] = "run",
     metrics: Annotated[list[str] | None, Field(description="ncu metrics (default: time)")] = None,
     skill: Annotated[str | None, Field(description="Metric bundle, e.g. 'memory'")] = None,
     runs: Annotated[int, Field(ge=1, le=100, description="Measured runs per config")] = 5,
     limit: Annotated[int, Field(ge=1, le=500, description="Results per page")] = 20,
-    method: Annotated[
-        Literal["ncu", "timing"],
-        Field(description="timing: CUDA events on a warm worker, no ncu"),
-    ] = "ncu",
+    method: MethodArg = "ncu",
     options: OptionsArg = None,
 ) -> Annotated[CallToolResult, run_views.ProfileSummary]:
     """Profile a kernel over configs: each metric's avg, std, n, stability; kernels seen;
@@ -105,6 +123,7 @@ async def profile_kernel(
             runs=runs,
             **o.fields("setup", "sections", "warmup", "replay_mode", "cache_control"),
             **o.fields("clock_control", "timeout_s", "ignore_kernels", "combine_kernels"),
+            correctness=o.correctness,
         )
         run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         s = run_views.profile_summary(run, limit=limit)
@@ -121,15 +140,12 @@ async def compare_variants(
     baseline: Annotated[
         str | None, Field(description="Variant compared to (default: first)")
     ] = None,
-    language: Annotated[Language, Field()] = "triton",
+    language: LanguageArg = None,
     runs: Annotated[int, Field(ge=2, le=100, description="Measured runs per config")] = 10,
     run_id: Annotated[str | None, Field(description="Re-read an earlier comparison")] = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=500)] = 20,
-    method: Annotated[
-        Literal["ncu", "timing"],
-        Field(description="timing: CUDA events on a warm worker, no ncu"),
-    ] = "ncu",
+    method: MethodArg = "ncu",
     options: OptionsArg = None,
 ) -> Annotated[CallToolResult, compare.CompareSummary]:
     """Time variants against a baseline: per config time, speedup, verdict (faster, slower,
@@ -138,22 +154,23 @@ async def compare_variants(
         if run_id is not None:
             run = await load(ctx, run_id)
         else:
-            if not variants or len(variants) < 2 or configs is None:
+            if not variants or len(variants) < 2:
                 raise InvalidRequestError(
-                    "compare_variants needs at least two variants and configs (or a run_id).",
+                    "compare_variants needs at least two variants (or a run_id).",
                     'Pass variants=[{"name": "ref", "entry": "run_ref"}, {"name": "new", '
-                    '"entry": "run_new"}] with a shared source, and configs.',
+                    '"entry": "run_new"}] with a shared source, and configs; for a KernelBench '
+                    'problem: [{"name": "ref"}, {"name": "new", "source": "<ModelNew source>"}].',
                 )
             o = options_of(options)
             fields: dict[str, Any] = dict(
                 source=source or "",
-                variants=[v.model_dump(exclude_none=True) for v in variants],
+                variants=[v.model_dump(exclude_none=True, exclude_unset=True) for v in variants],
                 baseline=baseline or variants[0].name,
                 configs=configs,
                 language=language,
                 runs=runs,
                 **o.fields("setup", "warmup", "rtol", "atol", "cache_control"),
-                **o.fields("clock_control", "timeout_s", "vary_inputs"),
+                **o.fields("clock_control", "timeout_s", "vary_inputs", "correctness"),
             )
             run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         s = compare.compare_summary(run, baseline=baseline, offset=offset, limit=limit)
@@ -164,7 +181,7 @@ async def roofline_metrics(
     ctx: Context,
     source: Annotated[str | None, Field(description="As profile_kernel")] = None,
     configs: Annotated[Grid | None, Field(description="Configs")] = None,
-    language: Annotated[Language, Field()] = "triton",
+    language: LanguageArg = None,
     entry: Annotated[str, Field()] = "run",
     run_id: Annotated[str | None, Field(description="Use an earlier run's report")] = None,
     report_path: Annotated[str | None, Field(description="Or any .ncu-rep here")] = None,
@@ -182,9 +199,9 @@ async def roofline_metrics(
             run = await load(ctx, run_id)
             report = report_of(run)
         else:
-            if source is None or configs is None:
+            if source is None:
                 raise InvalidRequestError(
-                    "roofline_metrics needs source and configs, a run_id, or a report_path."
+                    "roofline_metrics needs source (and configs), a run_id, or a report_path."
                 )
             o = options_of(options)
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
@@ -202,7 +219,7 @@ async def diagnose_kernel(
     ctx: Context,
     source: Annotated[str | None, Field(description="As profile_kernel")] = None,
     configs: Annotated[Grid | None, Field(description="Configs")] = None,
-    language: Annotated[Language, Field()] = "triton",
+    language: LanguageArg = None,
     entry: Annotated[str, Field()] = "run",
     run_id: Annotated[str | None, Field(description="Diagnose an earlier run's report")] = None,
     report_path: Annotated[str | None, Field(description="Or any .ncu-rep here")] = None,
@@ -233,9 +250,9 @@ async def diagnose_kernel(
                 )
             )
         else:
-            if source is None or configs is None:
+            if source is None:
                 raise InvalidRequestError(
-                    "diagnose_kernel needs source and configs, a run_id, or a report_path."
+                    "diagnose_kernel needs source (and configs), a run_id, or a report_path."
                 )
             o = options_of(options)
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}

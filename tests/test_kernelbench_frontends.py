@@ -1,0 +1,82 @@
+"""KernelBench's files through the front ends, with no adapter (issue 36): the MCP tools with
+``configs`` and ``language`` left out, and ``nsight-agent compare PROBLEM --candidate FILE``
+with its KernelBench-style result. Real harness, torch on the CPU, the timing path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import TextContent
+
+from nsight_agent import cli
+from nsight_agent.server.app import build_server
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
+PROBLEM = (FIXTURES / "problem_linear_relu.py").read_text()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _text(result: Any) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+@pytest.mark.anyio
+async def test_the_tools_take_a_problem_and_candidates_as_they_are(tmp_path: Path) -> None:
+    async with Client(build_server(tmp_path)) as client:
+        alone = await client.call_tool("profile_kernel", {"source": PROBLEM, "method": "timing"})
+        assert not alone.is_error, _text(alone)
+        assert (alone.structured_content or {})["kernels"].keys() == {"ref"}
+        compared = await client.call_tool(
+            "compare_variants",
+            {
+                "source": PROBLEM,
+                "method": "timing",
+                "variants": [
+                    {"name": "ref"},
+                    {"name": "honest", "source": (FIXTURES / "new_honest.py").read_text()},
+                    {"name": "zeroes", "source": (FIXTURES / "new_zeroes_input.py").read_text()},
+                ],
+                "options": {"correctness": "kernelbench"},
+            },
+        )
+        assert not compared.is_error, _text(compared)
+        overall = (compared.structured_content or {})["overall"]
+        assert overall["honest"]["verdict"] in ("within_noise", "faster", "slower"), overall
+        assert overall["zeroes"]["verdict"] == "incorrect", overall
+        # a contract source still needs its configs, and says so
+        missing = await client.call_tool(
+            "profile_kernel", {"source": "def setup(n, device):\n    return ()\n"}
+        )
+        assert missing.is_error and "configs is required" in _text(missing)
+
+
+def test_the_cli_compares_a_candidate_file_and_prints_kernelbench_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path))
+    argv = [
+        "compare",
+        str(FIXTURES / "problem_linear_relu.py"),
+        "--candidate",
+        str(FIXTURES / "new_honest.py"),
+        "--candidate",
+        str(FIXTURES / "new_raises.py"),
+        "--method",
+        "timing",
+        "--kernelbench-result",
+        "--json",
+    ]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    by_name = {r["variant"]: r for r in report["results"]}
+    assert by_name["new_honest"]["correctness"] is True and by_name["new_honest"]["compiled"]
+    assert by_name["new_raises"]["verdict"] == "error"
+    assert by_name["new_raises"]["correctness"] is False and by_name["new_raises"]["runtime"] == -1.0
