@@ -23,10 +23,10 @@ from nsight_agent.engine.executors import local as ex
 from nsight_agent.engine.executors.ray import executor as ray_executor
 from nsight_agent.engine.executors.ray import node as ray_node
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.pipeline import CancelledError, Job, Progress, run_job
+from nsight_agent.engine.pipeline import Job, Progress, run_job
 from nsight_agent.engine.store.runs import RunResult
 from nsight_agent.engine.worker.pool import WorkerPool
-from nsight_agent.errors import InvalidRequestError
+from nsight_agent.errors import InvalidRequestError, RunCancelledError
 from nsight_agent.request import ProfileRequest
 
 SOURCE = """
@@ -138,7 +138,7 @@ def test_a_queued_job_cancelled_leaves_the_queue_at_once_and_never_runs() -> Non
         assert (info["running"], info["queued"]) == (1, 1)
         assert info["slots"] == [{"device": "0", "state": "busy", "job": "first", "jobs_done": 0}]
         cancel.set()
-        with pytest.raises(CancelledError):
+        with pytest.raises(RunCancelledError):
             second.result(5)
         # Out of the queue while the first job still holds its slot: the cancel did not wait
         # for a slot to free (state, not a stopwatch).
@@ -252,7 +252,7 @@ def test_close_cancels_the_queued_jobs() -> None:
     queued = pool.submit(Job(request(), name="queued"))
     wait_for_running(pool, 1)  # the first job is in its slot, the second waits
     pool.close()
-    with pytest.raises(CancelledError):
+    with pytest.raises(RunCancelledError):
         queued.result(2)
     gate.set()
     assert first.result(5) == "first"

@@ -63,10 +63,6 @@ JobResult = Union[RunResult, PreflightResult]  # noqa: UP007 - a runtime alias o
 CUDA_CACHE = ".cuda-cache"
 
 
-class CancelledError(RunCancelledError):
-    """The caller cancelled the run (``cancel`` was set); its processes were killed."""
-
-
 @dataclass(frozen=True)
 class Job:
     """One unit of work for one GPU: profile (or only pre-flight, or time) ``request`` into
@@ -387,7 +383,7 @@ def _poller(
 
     def poll() -> None:
         if cancel is not None and cancel.is_set():
-            raise CancelledError("The run was cancelled; its processes were killed.")
+            raise RunCancelledError("The run was cancelled; its processes were killed.")
         if on_progress is None or progress is None or not progress.exists():
             return
         lines = progress.read_text().splitlines()
@@ -400,7 +396,6 @@ def _poller(
 
 
 __all__ = [
-    "CancelledError",
     "Job",
     "JobMode",
     "JobResult",
