@@ -201,6 +201,9 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
     long_modules = {
         # nsight-python's public signatures (overloads) and the per-option checks are long.
         "api.analyze": 480,
+        # The one subprocess runner: how a child starts, belongs to us and dies with us, and
+        # the environment a Python child gets (issue 35 moved child_env here from ncu).
+        "engine.process": 440,
     }
     name = module_name(path)
     lines = path.read_text().count("\n")

@@ -105,7 +105,7 @@ def collect(
     """``ncu.collect``'s run and checks, through ``target``: the same report, log, program
     output and errors. Raises ``AttachFailed`` when the attach itself failed."""
     attach_argv = ncu.attach_argv(ncu.find_ncu(), options, target.port, report_path.with_suffix(""))
-    keys = gpu_lock.gpu_keys(ncu.child_env().get("CUDA_VISIBLE_DEVICES"))
+    keys = gpu_lock.gpu_keys(process.child_env().get("CUDA_VISIBLE_DEVICES"))
     try:
         with gpu_lock.held(keys, tag=tag or "attach", timeout=timeout, poll=poll):
             start = time.monotonic()

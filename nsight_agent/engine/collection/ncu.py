@@ -10,7 +10,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import get_args
 
 from nsight_agent.annotation import NCU_NVTX_INCLUDE
-from nsight_agent.engine import pinning, process
+from nsight_agent.engine import process
 from nsight_agent.engine.collection import gpu_lock
 from nsight_agent.errors import (
     CollectionTimeoutError,
@@ -290,27 +289,6 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-# The folder that holds the nsight_agent package: child processes import it from there.
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
-
-
-def python_executable() -> str:
-    """The interpreter the profiled program runs in: the one running us."""
-    return sys.executable or "python3"
-
-
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The profiled program's environment: ours, with this package importable."""
-    env = dict(os.environ)
-    package_root = str(PACKAGE_ROOT)
-    parts = [package_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(pinning.pinned_env())  # the executor's GPU for this job, when it pinned one
-    env.update(extra or {})
-    return env
-
-
 def collect(
     target: Sequence[str],
     options: NcuOptions,
@@ -338,7 +316,7 @@ def collect(
     if report_path.suffix != ".ncu-rep":
         raise InvalidRequestError(f"report path must end in .ncu-rep: {report_path}")
     argv = build_argv(find_ncu(), options, report_path.with_suffix(""), log_path, target)
-    env = env if env is not None else child_env()
+    env = env if env is not None else process.child_env()
     keys = gpu_lock.gpu_keys(env.get("CUDA_VISIBLE_DEVICES"))
     waited = 0.0
     start = time.monotonic()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsight_agent.engine import process
 from nsight_agent.engine.collection import attach, ncu, preflight_run, work
 from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
@@ -83,7 +84,7 @@ def collect(
                     targets.turn_off(str(failed))
         if done is None:
             done = ncu.collect(
-                [ncu.python_executable(), *harness],
+                [process.python_executable(), *harness],
                 options,
                 report_path=artifacts["report"],
                 log_path=artifacts["ncu_log"],
@@ -91,7 +92,7 @@ def collect(
                 timeout=request.timeout_s,
                 error_path=run_dir / "error.json",
                 cwd=run_dir,
-                env=ncu.child_env(),
+                env=process.child_env(),
                 poll=poll,
                 tag=f"{run_id}.ncu",
                 forget=lambda: forget_attempt(run_dir),

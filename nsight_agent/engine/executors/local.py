@@ -3,7 +3,7 @@
 ``LocalExecutor`` runs jobs first come first served; a cancelled job leaves the queue at once.
 Each slot is one GPU, named as this process's ``CUDA_VISIBLE_DEVICES`` names it (or 0..N-1 as
 NVML counts them); a machine with no GPU has one "cpu" slot. The job's child processes see
-only its GPU: the slot thread pins the job (``pinning.pinned``) and ``ncu.child_env`` adds
+only its GPU: the slot thread pins the job (``pinning.pinned``) and ``process.child_env`` adds
 ``CUDA_VISIBLE_DEVICES`` from the pin.
 
 Fairness: a comparison (every variant and config of one request) is one job, so it always runs

@@ -114,10 +114,10 @@ class Target:
         self.started = time.monotonic()
         self._killed = False
         with pinning.pinned(slot):  # the slot's GPU, as a job pinned to it gets
-            full_env = ncu.child_env(env)
+            full_env = process.child_env(env)
         full_env[process.MARKER] = self.marker
         full_env[target_program.SERVER_ENV] = str(os.getpid())
-        program = [ncu.python_executable(), "-m", target_program.__name__, str(self.folder)]
+        program = [process.python_executable(), "-m", target_program.__name__, str(self.folder)]
         try:
             # No NVTX filter: ncu 2025.3.1 refuses --nvtx-include in launch and attach mode.
             argv = ncu.launch_argv(ncu.find_ncu(), self.port, self.nvtx, program)
