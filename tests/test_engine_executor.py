@@ -205,7 +205,7 @@ def test_with_workers_a_profile_jobs_preflight_runs_on_the_slots_warm_worker(
 
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/bin/true"))
     # No ncu run.
-    monkeypatch.setattr(ncu_run, "collect", lambda *a, **k: ncu_run.Collected(0.0, "cold"))
+    monkeypatch.setattr(ncu_run, "collect_harness", lambda *a, **k: ncu_run.Collected(0.0, "cold"))
     monkeypatch.setattr(pipeline, "_measured_run", measured)
     with WorkerPool() as workers, ex.LocalExecutor(["cpu"], workers=workers) as pool:
         pool.profile(request(), runs_root=tmp_path)

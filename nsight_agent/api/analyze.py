@@ -184,16 +184,18 @@ def profile(
             say(f"  {done}/{total} calls")
 
     try:
-        ncu.collect(
+        ncu.profile_cold(
             [process.python_executable(), "-m", "nsight_agent.engine.worker.entry", str(spec_path)],
-            s.ncu_options(),
-            report_path=artifacts["report"],
-            log_path=artifacts["ncu_log"],
-            output_path=artifacts["program_output"],
-            timeout=s.timeout,
-            error_path=error_path,
-            poll=poll,
-            suggest=catalog.suggestions,
+            ncu.Invocation(
+                s.ncu_options(),
+                report_path=artifacts["report"],
+                log_path=artifacts["ncu_log"],
+                output_path=artifacts["program_output"],
+                timeout=s.timeout,
+                error_path=error_path,
+                poll=poll,
+                suggest=catalog.suggestions,
+            ),
         )
         if s.output_csv:
             artifacts["raw_csv"] = path("profiled_data", "csv")

@@ -213,7 +213,9 @@ def profile(
         record.stage("ncu")
         say(0, total, "profiling under ncu")
         poll = _poller(cancel, on_progress, run_dir / "progress.txt", total)
-        collected = ncu_run.collect(request, run_dir, run_id, poll, sorted(pre.dropped), targets)
+        collected = ncu_run.collect_harness(
+            request, run_dir, run_id, poll, sorted(pre.dropped), targets
+        )
 
         record.stage("extract")
         result = _measured_run(request, run_dir, run_id, pre, collected.seconds)

@@ -5,7 +5,7 @@ that start (about 4-5 s on the H200).
     pool = TargetPool("0", size=1)     # owned by the local executor, one per GPU slot
     pool.start()                       # a keeper thread launches the targets
     target = pool.take()               # a ready Target, now the caller's, or None
-    ... collection/attach.collect(target, ...)   # hand it the job, attach, kill it
+    ... collection/attach.profile_prelaunched(target, ...)   # hand it the job, attach, kill it
     pool.close()                       # kill every waiting target
 
 Each target is single use (ncu attaches once per process); after each take the keeper
