@@ -1,7 +1,9 @@
 """The layout is the pipeline: every import points inward and there is no cycle.
 
-Walks the package's imports with ``ast`` (top-level and function-level ones alike) and checks
-them against the layers of docs/ARCHITECTURE.md. A new module must be given a layer here.
+Walks the package's imports with ``ast`` (top-level, function-level and type-checking ones
+alike) and checks them against the layers of docs/ARCHITECTURE.md. A new module must be given a
+layer here. An import that names a package (``from nsight_agent import x``, ``import
+nsight_agent``) depends on that package's ``__init__``, which runs first and is read from.
 """
 
 from __future__ import annotations
@@ -91,7 +93,10 @@ def imports_of(path: Path) -> set[str]:
         else:
             continue
         for n in names:
-            if n == "nsight_agent" or not n.startswith("nsight_agent."):
+            if n == "nsight_agent":  # the package itself: its __init__, module "__init__"
+                found.add("__init__")
+                continue
+            if not n.startswith("nsight_agent."):
                 continue
             rel = n[len("nsight_agent.") :]
             # "from nsight_agent.engine import ncu" names module engine.ncu; keep the longest
@@ -118,15 +123,29 @@ def test_every_import_points_inward() -> None:
         if mod == "__init__":
             continue
         for dep in deps:
+            # The front ends may name the package (``from nsight_agent import service``,
+            # ``__version__``); below them that is an outward import of its __init__.
+            if dep == "__init__" and layer(mod) >= LAYERS["server"]:
+                continue
             if layer(dep) > layer(mod):
                 wrong.append(f"{mod} (layer {layer(mod)}) imports {dep} (layer {layer(dep)})")
     assert not wrong, "\n".join(sorted(wrong))
 
 
+# Cycles known and being removed elsewhere: (importer, imported) edges the cycle check skips.
+# Temporary (issue 35): cli/__init__ imports cli.commands, which imports from the cli package
+# (``from nsight_agent.cli import output``); the CLI's own change breaks it, then delete this.
+KNOWN_CYCLE_EDGES = {("cli.commands", "cli")}
+
+
 def test_no_import_cycles() -> None:
     g = graph()
-    # A package's __init__ importing its own submodules is not a dependency of theirs.
-    edges = {m: {d for d in deps if not m.startswith(d + ".") and d != m} for m, deps in g.items()}
+    # A module importing from its own package depends on the package's __init__ too (it runs
+    # first and is read from): ``from nsight_agent import annotation`` in the engine closed a
+    # cycle through the package's __init__ (issue 35).
+    edges = {
+        m: {d for d in deps if d != m and (m, d) not in KNOWN_CYCLE_EDGES} for m, deps in g.items()
+    }
     state: dict[str, int] = {}
     cycle: list[str] = []
 
