@@ -22,7 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from nsight_agent import kernelbench
+import nsight_agent.kernelbench as kernelbench
 
 Language = Literal["triton", "torch", "torch_compile", "cuda"]
 # What a request accepts: the tools' ``Language`` plus KernelBench's format, which the tools

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from nsight_agent.engine.collection import extract as extraction
-from nsight_agent.engine.collection.ncu import child_env
 from nsight_agent.engine.harness import checks, cuda_build, render
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.process import child_env
 from nsight_agent.errors import HarnessError, NsightAgentError
 from nsight_agent.request import ProfileRequest, Variant
 

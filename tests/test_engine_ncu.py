@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nsight_agent.catalog import metrics as catalog
+from nsight_agent.engine import process
 from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.worker import shipping
 from nsight_agent.errors import (
@@ -282,7 +283,7 @@ def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
                 log_path=d / "l.log", output_path=d / "o.log", timeout=60, poll_interval=0.1)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", parent], env=ncu.child_env())
+    proc = subprocess.Popen([sys.executable, "-c", parent], env=process.child_env())
     deadline = time.monotonic() + 60  # wait on the state: the profiled child has started
     while not (pid_file.exists() and pid_file.read_text()):
         assert time.monotonic() < deadline and proc.poll() is None, "the child never started"

@@ -17,7 +17,7 @@ from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import outputs, preflight_run
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.errors import InvalidRequestError, NsightAgentError
+from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
 from nsight_agent.request import ProfileRequest, Variant
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "contract"
@@ -335,7 +335,7 @@ def test_profile_can_be_cancelled(tmp_path: Path, fake_ncu: Path) -> None:
     cancel = threading.Event()
     cancel.set()
     seen: list[tuple[int, int, str]] = []
-    with pytest.raises(pipeline.CancelledError):
+    with pytest.raises(RunCancelledError):
         pipeline.profile(
             request(SETUP + "def run(x):\n    return x * 2\n"),
             runs_root=tmp_path / "runs",

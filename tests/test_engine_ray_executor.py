@@ -25,8 +25,9 @@ from nsight_agent.engine.executors.ray.executor import (  # noqa: E402
     NoFreeGpuError,
     RayExecutor,
 )
-from nsight_agent.engine.pipeline import CancelledError, PreflightResult  # noqa: E402
+from nsight_agent.engine.pipeline import PreflightResult  # noqa: E402
 from nsight_agent.engine.store.runs import load_run  # noqa: E402
+from nsight_agent.errors import RunCancelledError  # noqa: E402
 from nsight_agent.request import ProfileRequest  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(1800)]
@@ -198,7 +199,7 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     host = wait_until_sleeping(handle)
     handle.cancel()
     t0 = time.monotonic()
-    with pytest.raises(CancelledError):
+    with pytest.raises(RunCancelledError):
         handle.result(60)
     assert time.monotonic() - t0 < 60  # seconds: the kill, the folder's trip back
     # The cancelled run came back from the node, as a local cancel leaves it: in the store,
@@ -214,7 +215,7 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     assert status["status"] == "cancelled", status
     assert (run_dir / "preflight-output.log").read_text().startswith("VISIBLE")
     assert json.loads((run_dir / "where.json").read_text())["gpu"] == handle.where["gpu"]
-    with pytest.raises(CancelledError) as info:
+    with pytest.raises(RunCancelledError) as info:
         handle.result(1)
     assert getattr(info.value, "run_id", None) == run_dir.name
     # The host was not killed, and its worker (killed with the job) is started again.
@@ -269,7 +270,7 @@ def test_no_free_gpu_within_the_timeout(executor: RayExecutor, tmp_path: Path) -
         impatient.close()
     for handle in busy:
         handle.cancel()
-        with pytest.raises(CancelledError):
+        with pytest.raises(RunCancelledError):
             handle.result(60)
 
 
@@ -342,7 +343,7 @@ def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replace
     handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
     host = wait_until_sleeping(handle)
     handle.cancel()
-    with pytest.raises(CancelledError, match=r"GPU host .* was killed") as info:
+    with pytest.raises(RunCancelledError, match=r"GPU host .* was killed") as info:
         handle.result(WAIT_S)
     (run_dir,) = [d for d in tmp_path.iterdir() if not d.name.startswith(".")]
     assert getattr(info.value, "run_id", None) == run_dir.name

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from nsight_agent.api import analyze
-from nsight_agent.engine.collection import ncu
+from nsight_agent.engine import process
 from nsight_agent.engine.worker import shipping
 from nsight_agent.engine.worker.child import ChildSpec
 
@@ -51,7 +51,7 @@ def run_payload(tmp_path: Path, target: bytes, runs: int = 1) -> tuple[int, dict
     (tmp_path / "spec.pkl").write_bytes(pickle.dumps(spec))
     proc = subprocess.run(
         [sys.executable, "-m", "nsight_agent.engine.worker.entry", str(tmp_path / "spec.pkl")],
-        env=ncu.child_env(),
+        env=process.child_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -178,7 +178,7 @@ def test_a_function_from_python_dash_c(tmp_path: Path) -> None:
         f"def cmdline(n):\n    open({str(out)!r}, 'w').write('from -c %d' % n)\n"
         f"open({str(payload)!r}, 'wb').write(shipping.ship(cmdline, configs=[(9,)]))\n"
     )
-    subprocess.run([sys.executable, "-c", program], env=ncu.child_env(), check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", program], env=process.child_env(), check=True, timeout=60)
     rc, _, error = run_payload(tmp_path, payload.read_bytes())
     assert rc == 0, error
     assert out.read_text() == "from -c 9"

@@ -28,11 +28,11 @@ from mcp import Client
 from nsight_agent.engine import pipeline, process
 from nsight_agent.engine.collection import attach, ncu
 from nsight_agent.engine.executors.local import LocalExecutor
-from nsight_agent.engine.pipeline import CancelledError, Job
+from nsight_agent.engine.pipeline import Job
 from nsight_agent.engine.store.runs import RunResult
 from nsight_agent.engine.worker import targets as targets_module
 from nsight_agent.engine.worker.targets import TargetPool
-from nsight_agent.errors import CollectionTimeoutError, InvalidRequestError
+from nsight_agent.errors import CollectionTimeoutError, InvalidRequestError, RunCancelledError
 from nsight_agent.request import ProfileRequest, Variant
 from nsight_agent.server.app import build_server
 from nsight_agent.views.runs import profile_summary
@@ -471,7 +471,7 @@ def test_a_cancel_kills_the_taken_target(stand_in: Path, tmp_path: Path) -> None
         hung = int(flag.read_text())
         assert hung in target_processes()  # the harness runs in the target itself
         handle.cancel()
-        with pytest.raises(CancelledError):
+        with pytest.raises(RunCancelledError):
             handle.result(60)
         wait_for("the taken target gone", lambda: hung not in target_processes(), 30)
 

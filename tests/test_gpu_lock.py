@@ -202,7 +202,7 @@ def test_a_killed_holder_leaves_no_stale_lock(
     assert waited < 5
 
 
-# --- ncu.collect: the lock around the run, and a retry for profilers outside it -----------
+# --- ncu.profile_cold: the lock around the run, and a retry for profilers outside it -----------
 
 
 def _fake_ncu(tmp_path: Path, busy_times: int) -> Path:
@@ -233,16 +233,15 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch, locks: Path) -> None:
 
 
 def _collect(tmp_path: Path, forget: Callable[[], None] | None = None) -> ncu.NcuRun:
-    return ncu.collect(
-        ["true"],
+    inv = ncu.Invocation(
         ncu.NcuOptions(),
         report_path=tmp_path / "r.ncu-rep",
         log_path=tmp_path / "ncu.log",
         output_path=tmp_path / "out.log",
         timeout=30,
         error_path=tmp_path / "error.json",
-        forget=forget,
     )
+    return ncu.profile_cold(["true"], inv, forget=forget)
 
 
 def test_a_profiler_outside_the_lock_is_retried(

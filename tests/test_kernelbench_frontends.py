@@ -79,4 +79,6 @@ def test_the_cli_compares_a_candidate_file_and_prints_kernelbench_fields(
     by_name = {r["variant"]: r for r in report["results"]}
     assert by_name["new_honest"]["correctness"] is True and by_name["new_honest"]["compiled"]
     assert by_name["new_raises"]["verdict"] == "error"
-    assert by_name["new_raises"]["correctness"] is False and by_name["new_raises"]["runtime"] == -1.0
+    assert (
+        by_name["new_raises"]["correctness"] is False and by_name["new_raises"]["runtime"] == -1.0
+    )

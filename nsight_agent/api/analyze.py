@@ -24,6 +24,7 @@ from nsight_agent.api import configs as configs_
 from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.results import ProfileResults
 from nsight_agent.catalog import metrics as catalog
+from nsight_agent.engine import process
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.engine.collection import measure, ncu
 from nsight_agent.engine.thermal import ThermalMode
@@ -183,16 +184,18 @@ def profile(
             say(f"  {done}/{total} calls")
 
     try:
-        ncu.collect(
-            [ncu.python_executable(), "-m", "nsight_agent.engine.worker.entry", str(spec_path)],
-            s.ncu_options(),
-            report_path=artifacts["report"],
-            log_path=artifacts["ncu_log"],
-            output_path=artifacts["program_output"],
-            timeout=s.timeout,
-            error_path=error_path,
-            poll=poll,
-            suggest=catalog.suggestions,
+        ncu.profile_cold(
+            [process.python_executable(), "-m", "nsight_agent.engine.worker.entry", str(spec_path)],
+            ncu.Invocation(
+                s.ncu_options(),
+                report_path=artifacts["report"],
+                log_path=artifacts["ncu_log"],
+                output_path=artifacts["program_output"],
+                timeout=s.timeout,
+                error_path=error_path,
+                poll=poll,
+                suggest=catalog.suggestions,
+            ),
         )
         if s.output_csv:
             artifacts["raw_csv"] = path("profiled_data", "csv")

@@ -3,9 +3,9 @@ a context variable the executor sets in the thread that runs a job, and the envi
 child processes must get.
 
     with pinned("1"):                      # LocalExecutor, around one job
-        env = ncu.child_env()              # the hook below adds CUDA_VISIBLE_DEVICES=1
+        env = process.child_env()          # the hook below adds CUDA_VISIBLE_DEVICES=1
 
-The hook (one line in ``ncu.child_env``, before the caller's ``extra``)::
+The hook (one line in ``process.child_env``, before the caller's ``extra``)::
 
     env.update(pinning.pinned_env())
 

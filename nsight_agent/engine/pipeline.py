@@ -71,10 +71,6 @@ JobResult = Union[RunResult, PreflightResult]  # noqa: UP007 - a runtime alias o
 CUDA_CACHE = ".cuda-cache"
 
 
-class CancelledError(RunCancelledError):
-    """The caller cancelled the run (``cancel`` was set); its processes were killed."""
-
-
 @dataclass(frozen=True)
 class Job:
     """One unit of work for one GPU: profile (or only pre-flight, or time) ``request`` into
@@ -225,7 +221,9 @@ def profile(
         record.stage("ncu")
         say(0, total, "profiling under ncu")
         poll = _poller(cancel, on_progress, run_dir / "progress.txt", total)
-        collected = ncu_run.collect(request, run_dir, run_id, poll, sorted(pre.dropped), targets)
+        collected = ncu_run.collect_harness(
+            request, run_dir, run_id, poll, sorted(pre.dropped), targets
+        )
 
         record.stage("extract")
         result = _measured_run(request, run_dir, run_id, pre, collected.seconds)
@@ -401,7 +399,7 @@ def _poller(
 
     def poll() -> None:
         if cancel is not None and cancel.is_set():
-            raise CancelledError("The run was cancelled; its processes were killed.")
+            raise RunCancelledError("The run was cancelled; its processes were killed.")
         if on_progress is None or progress is None or not progress.exists():
             return
         lines = progress.read_text().splitlines()
@@ -414,7 +412,6 @@ def _poller(
 
 
 __all__ = [
-    "CancelledError",
     "Job",
     "JobMode",
     "JobResult",

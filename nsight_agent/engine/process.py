@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsight_agent.engine import pinning
 from nsight_agent.errors import RunInterruptedError
 
 MARKER = "NSIGHT_AGENT_CHILD"
@@ -261,6 +262,28 @@ def start_ticks(pid: int) -> int | None:
         return int(stat.rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+# --- Python children: their interpreter and environment --------------------------------------
+
+# The folder that holds the nsight_agent package: child processes import it from there.
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def python_executable() -> str:
+    """The interpreter a Python child (the profiled program, a worker) runs in: ours."""
+    return sys.executable or "python3"
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A Python child's environment: ours, with this package importable."""
+    env = dict(os.environ)
+    parts = [str(PACKAGE_ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(pinning.pinned_env())  # the executor's GPU for this job, when it pinned one
+    env.update(extra or {})
+    return env
 
 
 # --- running ---------------------------------------------------------------------------------

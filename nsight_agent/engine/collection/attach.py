@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -87,53 +87,39 @@ def cold_reason(options: ncu.NcuOptions) -> str | None:
     return None
 
 
-def collect(
-    target: Prelaunched,
-    options: ncu.NcuOptions,
-    *,
-    argv: Sequence[str],
-    run_dir: Path,
-    report_path: Path,
-    log_path: Path,
-    output_path: Path,
-    timeout: float,
-    error_path: Path | None = None,
-    poll: Callable[[], None] | None = None,
-    suggest: ncu.Suggest | None = None,
-    tag: str | None = None,
+def profile_prelaunched(
+    target: Prelaunched, inv: ncu.Invocation, *, argv: Sequence[str], run_dir: Path
 ) -> ncu.NcuRun:
-    """``ncu.collect``'s run and checks, through ``target``: the same report, log, program
-    output and errors. Raises ``AttachFailed`` when the attach itself failed."""
-    attach_argv = ncu.attach_argv(ncu.find_ncu(), options, target.port, report_path.with_suffix(""))
-    keys = gpu_lock.gpu_keys(ncu.child_env().get("CUDA_VISIBLE_DEVICES"))
+    """``ncu.profile_cold``'s run and checks, through ``target`` running ``argv`` in
+    ``run_dir``: the same report, log, program output and errors. Raises ``AttachFailed``
+    when the attach itself failed."""
+    attach_argv = ncu.attach_argv(ncu.find_ncu(), inv.options, target.port, inv.report_base)
+    keys = gpu_lock.gpu_keys(process.child_env().get("CUDA_VISIBLE_DEVICES"))
     try:
-        with gpu_lock.held(keys, tag=tag or "attach", timeout=timeout, poll=poll):
+        with gpu_lock.held(keys, tag=inv.tag or "attach", timeout=inv.timeout, poll=inv.poll):
             start = time.monotonic()
-            target.hand(run_dir, argv, output_path)
-            attached = _attach(
-                attach_argv, target, log_path, output_path, start, timeout, poll, tag
-            )
+            target.hand(run_dir, argv, inv.output_path)
+            attached = _attach(attach_argv, target, inv, start)
             if attached.returncode == 0:  # else the target may never end: it is killed below
-                _wait_for_end(target, output_path, start, timeout, poll)
+                _wait_for_end(target, inv, start)
             status = target.exit_status()
     finally:
         target.kill()  # single use; also on a timeout, a cancel, an error
-    process.cap_output(output_path)
-    log = _read(log_path)
+    process.cap_output(inv.output_path)
+    log = _read(inv.log_path)
     if attached.returncode != 0 and not ncu.ERROR_LINE.search(log):
         raise AttachFailed(f"ncu --mode attach exited with status {attached.returncode}")
     # The attach's own status when it failed; else the harness's, as a cold ncu returns it.
     returncode = attached.returncode or (status if status is not None else 0)
     seconds = time.monotonic() - start
-    result = ncu.NcuRun(attach_argv, returncode, report_path, log_path, output_path, seconds)
-    program_error = ""
-    if error_path is not None and error_path.exists():
-        program_error = error_path.read_text(errors="replace")
+    result = ncu.NcuRun(
+        attach_argv, returncode, inv.report_path, inv.log_path, inv.output_path, seconds
+    )
     try:
-        ncu.check(result, program_error=program_error, suggest=suggest)
+        inv.check(result)
     except NcuError as err:  # ncu's own failure: the program, names and counters were fine
         raise AttachFailed(err.message.splitlines()[0][:200]) from err
-    if returncode == 0 and not _has_call_ranges(report_path):
+    if returncode == 0 and not _has_call_ranges(inv.report_path):
         raise AttachFailed("the attached report records no NVTX call ranges", lasting=True)
     return result
 
@@ -149,46 +135,35 @@ def _has_call_ranges(report_path: Path) -> bool:
 
 
 def _attach(
-    argv: list[str],
-    target: Prelaunched,
-    log_path: Path,
-    output_path: Path,
-    start: float,
-    timeout: float,
-    poll: Callable[[], None] | None,
-    tag: str | None,
+    argv: list[str], target: Prelaunched, inv: ncu.Invocation, start: float
 ) -> process.Finished:
     """Attach until ncu finds the target suspended at its first CUDA call."""
     while True:
-        left = timeout - (time.monotonic() - start)
+        left = inv.timeout - (time.monotonic() - start)
         if left <= 0:
-            raise ncu.timeout_error(timeout, output_path)
+            raise ncu.timeout_error(inv.timeout, inv.output_path)
         try:
-            done = process.run_to_file(argv, output_path=log_path, timeout=left, poll=poll, tag=tag)
+            done = process.run_to_file(
+                argv, output_path=inv.log_path, timeout=left, poll=inv.poll, tag=inv.tag
+            )
         except process.RunTimeout:
-            raise ncu.timeout_error(timeout, output_path) from None
-        if done.returncode == 0 or not NOT_FOUND.search(_read(log_path)):
+            raise ncu.timeout_error(inv.timeout, inv.output_path) from None
+        if done.returncode == 0 or not NOT_FOUND.search(_read(inv.log_path)):
             return done
         if target.ended():
             raise AttachFailed("the target ended before ncu could attach (no CUDA call?)")
-        if poll is not None:
-            poll()
+        if inv.poll is not None:
+            inv.poll()
         time.sleep(RETRY_S)
 
 
-def _wait_for_end(
-    target: Prelaunched,
-    output_path: Path,
-    start: float,
-    timeout: float,
-    poll: Callable[[], None] | None,
-) -> None:
+def _wait_for_end(target: Prelaunched, inv: ncu.Invocation, start: float) -> None:
     """The attach ends with the target; wait for its launcher to exit too."""
     while not target.ended():
-        if time.monotonic() - start > timeout:
-            raise ncu.timeout_error(timeout, output_path)
-        if poll is not None:
-            poll()
+        if time.monotonic() - start > inv.timeout:
+            raise ncu.timeout_error(inv.timeout, inv.output_path)
+        if inv.poll is not None:
+            inv.poll()
         time.sleep(0.02)
 
 

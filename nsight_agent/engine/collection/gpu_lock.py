@@ -11,7 +11,7 @@ start there so that a waiter can say whom it waits for.
 
 ``flock`` locks are released by the kernel when the holder dies, so a killed server leaves
 no stale lock. Tools that do not take this lock (DCGM's profiling module, Nsight Systems'
-GPU metrics, an older nsight-agent) are handled by ``ncu.collect``'s retry.
+GPU metrics, an older nsight-agent) are handled by ``ncu.profile_cold``'s retry.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The tail every profiling path shares: report + manifest -> records -> raw -> processed.
 
 ``analyze.kernel`` (the nsight-python API) and the tool pipeline both collect with
-``ncu.collect`` and then call ``measure``; only their artifact naming and what they add on top
-(derived metrics and normalisation, or output checks) differ.
+``ncu.profile_cold`` and then call ``measure``; only their artifact naming and what they add on
+top (derived metrics and normalisation, or output checks) differ.
 """
 
 from __future__ import annotations

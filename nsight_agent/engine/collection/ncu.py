@@ -10,7 +10,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import get_args
 
 from nsight_agent.annotation import NCU_NVTX_INCLUDE
-from nsight_agent.engine import pinning, process
+from nsight_agent.engine import process
 from nsight_agent.engine.collection import gpu_lock
 from nsight_agent.errors import (
     CollectionTimeoutError,
@@ -290,80 +289,77 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-# The folder that holds the nsight_agent package: child processes import it from there.
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]
+@dataclass(frozen=True)
+class Invocation:
+    """One profiled run under ncu, cold or through a pre-launched target: what it collects,
+    the files it leaves, its time limit and its hooks."""
+
+    options: NcuOptions
+    report_path: Path
+    log_path: Path
+    output_path: Path
+    timeout: float
+    error_path: Path | None = None  # where the program writes its own traceback when it fails
+    poll: Callable[[], None] | None = None  # progress; a cancel raises there
+    suggest: Suggest | None = None  # close matches for a metric name ncu rejected (catalog)
+    tag: str | None = None  # names the run in the children's marker (``process``)
+
+    def __post_init__(self) -> None:
+        if self.report_path.suffix != ".ncu-rep":
+            raise InvalidRequestError(f"report path must end in .ncu-rep: {self.report_path}")
+
+    @property
+    def report_base(self) -> Path:
+        """The report's path as ncu's ``--export`` takes it: without the suffix."""
+        return self.report_path.with_suffix("")
+
+    def check(self, result: NcuRun) -> None:
+        """``check`` the run, with the traceback the program recorded itself, if any."""
+        program_error = ""
+        if self.error_path is not None and self.error_path.exists():
+            program_error = self.error_path.read_text(errors="replace")
+        check(result, program_error=program_error, suggest=self.suggest)
 
 
-def python_executable() -> str:
-    """The interpreter the profiled program runs in: the one running us."""
-    return sys.executable or "python3"
-
-
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The profiled program's environment: ours, with this package importable."""
-    env = dict(os.environ)
-    package_root = str(PACKAGE_ROOT)
-    parts = [package_root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(pinning.pinned_env())  # the executor's GPU for this job, when it pinned one
-    env.update(extra or {})
-    return env
-
-
-def collect(
+def profile_cold(
     target: Sequence[str],
-    options: NcuOptions,
+    inv: Invocation,
     *,
-    report_path: Path,
-    log_path: Path,
-    output_path: Path,
-    timeout: float,
-    error_path: Path | None = None,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
-    poll: Callable[[], None] | None = None,
-    suggest: Suggest | None = None,
-    tag: str | None = None,
     forget: Callable[[], None] | None = None,
 ) -> NcuRun:
-    """Run ``target`` once under ncu and check the outcome: the one collection path.
+    """Launch ``target`` under ncu once and check the outcome (``inv.check``): the cold
+    collection path, where ``inv`` says what to collect and where the files go.
 
-    ``error_path`` is where the program writes its own traceback when it fails; ``suggest``
-    gives close matches for a metric name ncu rejected (the catalog stage provides it).
     The run holds its GPUs' profiler lock (``gpu_lock``); when a profiler outside that lock
     held the counters, it is tried again after ``forget`` removed what the failed attempt's
     program left (its progress and manifest would be read as the next attempt's).
     """
-    if report_path.suffix != ".ncu-rep":
-        raise InvalidRequestError(f"report path must end in .ncu-rep: {report_path}")
-    argv = build_argv(find_ncu(), options, report_path.with_suffix(""), log_path, target)
-    env = env if env is not None else child_env()
+    argv = build_argv(find_ncu(), inv.options, inv.report_base, inv.log_path, target)
+    env = env if env is not None else process.child_env()
     keys = gpu_lock.gpu_keys(env.get("CUDA_VISIBLE_DEVICES"))
     waited = 0.0
     start = time.monotonic()
     for attempt, pause in enumerate((*BUSY_PAUSES_S, None), start=1):
         with gpu_lock.held(
-            keys, tag=tag or "ncu", timeout=timeout, poll=poll, on_wait=logger.info
+            keys, tag=inv.tag or "ncu", timeout=inv.timeout, poll=inv.poll, on_wait=logger.info
         ) as w:
             waited += w
             result = run(
                 argv,
-                report_path=report_path,
-                log_path=log_path,
-                output_path=output_path,
-                timeout=timeout,
+                report_path=inv.report_path,
+                log_path=inv.log_path,
+                output_path=inv.output_path,
+                timeout=inv.timeout,
                 cwd=cwd,
                 env=env,
-                poll=poll,
-                tag=tag,
+                poll=inv.poll,
+                tag=inv.tag,
             )
         result.waited_s, result.attempts = waited, attempt
-        program_error = ""
-        if error_path is not None and error_path.exists():
-            program_error = error_path.read_text(errors="replace")
         try:
-            check(result, program_error=program_error, suggest=suggest)
+            inv.check(result)
         except ProfilerBusyError as err:
             if pause is None:
                 raise ProfilerBusyError(
@@ -371,9 +367,9 @@ def collect(
                     err.hint,
                 ) from err
             logger.warning("GPU profiler busy (attempt %d): trying again in %.0f s", attempt, pause)
-            _pause(pause, poll)
-            if error_path is not None:
-                error_path.unlink(missing_ok=True)
+            _pause(pause, inv.poll)
+            if inv.error_path is not None:
+                inv.error_path.unlink(missing_ok=True)
             if forget is not None:
                 forget()
             continue

@@ -10,9 +10,10 @@ pre-launched target when the GPU slot has one ready and the options allow an att
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from nsight_agent.engine import process
 from nsight_agent.engine.collection import attach, ncu, preflight_run, work
 from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
@@ -22,7 +23,7 @@ from nsight_agent.request import ProfileRequest
 
 # What the harness writes beside the report and the manifest (engine/harness/runtime.Files).
 LEFT = ("error.json", "progress.txt")
-__all__ = ["Collected", "TargetSource", "collect", "ended_early", "forget_attempt"]
+__all__ = ["Collected", "TargetSource", "collect_harness", "ended_early", "forget_attempt"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Collected:
     path: str
 
 
-def collect(
+def collect_harness(
     request: ProfileRequest,
     run_dir: Path,
     run_id: str,
@@ -42,7 +43,7 @@ def collect(
     skip: list[str] | None = None,
     targets: TargetSource | None = None,
 ) -> Collected:
-    """collect: the harness under ncu, every call of the run in one process; the report,
+    """The collect stage: the harness under ncu, every call of the run in one process; the report,
     the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
     pre-flight, not run; ``targets``: the GPU slot's pre-launched targets, used when one is
     ready and the options allow an attach (else, or when the attach fails, a cold launch)."""
@@ -54,6 +55,15 @@ def collect(
         clock_control=request.clock_control,
     )
     artifacts = artifact_paths(run_dir)
+    inv = ncu.Invocation(
+        options,
+        report_path=artifacts["report"],
+        log_path=artifacts["ncu_log"],
+        output_path=artifacts["program_output"],
+        timeout=request.timeout_s,
+        error_path=run_dir / "error.json",
+        poll=poll,
+    )
     harness = ["harness.py", "--device", "cuda"] + (["--skip", ",".join(skip)] if skip else [])
     done: ncu.NcuRun | None = None
     try:
@@ -63,18 +73,8 @@ def collect(
             why = targets.why_none()
         if target is not None:
             try:
-                done = attach.collect(
-                    target,
-                    options,
-                    argv=harness,
-                    run_dir=run_dir,
-                    report_path=artifacts["report"],
-                    log_path=artifacts["ncu_log"],
-                    output_path=artifacts["program_output"],
-                    timeout=request.timeout_s,
-                    error_path=run_dir / "error.json",
-                    poll=poll,
-                    tag=f"{run_id}.attach",
+                done = attach.profile_prelaunched(
+                    target, replace(inv, tag=f"{run_id}.attach"), argv=harness, run_dir=run_dir
                 )
             except attach.AttachFailed as failed:
                 why = f"attach failed: {failed}"
@@ -82,18 +82,11 @@ def collect(
                 if failed.lasting and targets is not None:
                     targets.turn_off(str(failed))
         if done is None:
-            done = ncu.collect(
-                [ncu.python_executable(), *harness],
-                options,
-                report_path=artifacts["report"],
-                log_path=artifacts["ncu_log"],
-                output_path=artifacts["program_output"],
-                timeout=request.timeout_s,
-                error_path=run_dir / "error.json",
+            done = ncu.profile_cold(
+                [process.python_executable(), *harness],
+                replace(inv, tag=f"{run_id}.ncu"),
                 cwd=run_dir,
-                env=ncu.child_env(),
-                poll=poll,
-                tag=f"{run_id}.ncu",
+                env=process.child_env(),
                 forget=lambda: forget_attempt(run_dir),
             )
     except ProfiledProcessError as err:

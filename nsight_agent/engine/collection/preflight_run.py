@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store.run_status import tag_run
 from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
@@ -38,7 +37,7 @@ def run_preflight(
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on CPU tensors in the interpreter
     output = run_dir / f"{prefix}output.log"
-    argv = [ncu.python_executable(), "harness.py", "--preflight", "--device", device]
+    argv = [process.python_executable(), "harness.py", "--preflight", "--device", device]
     argv += ["--prefix", prefix] + (["--skip", ",".join(skip)] if skip else [])
     try:
         done = process.run_to_file(
@@ -46,7 +45,7 @@ def run_preflight(
             output_path=output,
             timeout=request.timeout_s,
             cwd=run_dir,
-            env=ncu.child_env(env),
+            env=process.child_env(env),
             poll=poll,
             tag=f"{run_dir.name}.{prefix.strip('-')}",
         )

@@ -3,7 +3,7 @@
 ``LocalExecutor`` runs jobs first come first served; a cancelled job leaves the queue at once.
 Each slot is one GPU, named as this process's ``CUDA_VISIBLE_DEVICES`` names it (or 0..N-1 as
 NVML counts them); a machine with no GPU has one "cpu" slot. The job's child processes see
-only its GPU: the slot thread pins the job (``pinning.pinned``) and ``ncu.child_env`` adds
+only its GPU: the slot thread pins the job (``pinning.pinned``) and ``process.child_env`` adds
 ``CUDA_VISIBLE_DEVICES`` from the pin.
 
 Fairness: a comparison (every variant and config of one request) is one job, so it always runs
@@ -27,9 +27,10 @@ from typing import Any
 from nsight_agent.engine import pinning
 from nsight_agent.engine.executors.base import Executor, JobFunction, JobHandle
 from nsight_agent.engine.pinning import local_slots
-from nsight_agent.engine.pipeline import CancelledError, Job, JobResult, Progress, Warm, run_job
+from nsight_agent.engine.pipeline import Job, JobResult, Progress, Warm, run_job
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.engine.worker.targets import COUNT_ENV, TargetPool, configured_count
+from nsight_agent.errors import RunCancelledError
 
 __all__ = ["LocalExecutor", "local_slots"]
 
@@ -152,7 +153,7 @@ class LocalExecutor(Executor):
             self._cond.notify_all()
             pools = list(self._pools.values())
         for q in dropped:
-            q.handle.future.set_exception(CancelledError("The executor was closed."))
+            q.handle.future.set_exception(RunCancelledError("The executor was closed."))
         for pool in pools:  # the waiting targets; a running job kills the one it took
             pool.close()
 
@@ -208,7 +209,7 @@ class LocalExecutor(Executor):
                 self._queue.remove(q)
         if found and not handle.future.done():
             handle.future.set_exception(
-                CancelledError("The job was cancelled while it waited for a GPU.")
+                RunCancelledError("The job was cancelled while it waited for a GPU.")
             )
 
     def _serve(self, slot: _Slot) -> None:
@@ -232,7 +233,7 @@ class LocalExecutor(Executor):
         if handle.future.done():
             return
         if handle.cancel_event.is_set():
-            handle.future.set_exception(CancelledError("The job was cancelled before it ran."))
+            handle.future.set_exception(RunCancelledError("The job was cancelled before it ran."))
             return
         handle.device, handle.started, handle.attempts = slot.device, time.time(), 1
         try:

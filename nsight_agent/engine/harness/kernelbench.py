@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from nsight_agent import kernelbench
+import nsight_agent.kernelbench as kernelbench
 from nsight_agent.engine.harness import checks, runtime
 from nsight_agent.engine.harness.errors import SourceError
 

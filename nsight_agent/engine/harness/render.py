@@ -13,8 +13,8 @@ from typing import Any
 
 import jinja2
 
-import nsight_agent
-from nsight_agent import kernelbench
+import nsight_agent.kernelbench as kernelbench
+from nsight_agent.engine import process
 from nsight_agent.errors import NsightAgentError
 from nsight_agent.request import ProfileRequest
 
@@ -31,8 +31,7 @@ MAIN_MODULE = "user_source"
 def template_dirs() -> list[Path]:
     """Where templates are looked for: the checkout's ``templates/`` (source tree, editable
     install), then the copy a wheel ships inside the package (``nsight_agent/templates``)."""
-    package = Path(nsight_agent.__file__).resolve().parent
-    return [package.parent / "templates", package / "templates"]
+    return [process.PACKAGE_ROOT / "templates", process.PACKAGE_ROOT / "nsight_agent" / "templates"]
 
 
 def templates_dir() -> Path:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nsight_agent import annotation
+from nsight_agent.annotation import set_enter_hook
 
 SCOPES = ("once", "config", "run", "annotation")
 # Scopes whose values depend on nothing the profiled process holds: they run in the caller,
@@ -114,7 +114,7 @@ class Collectors:
     def once(self) -> None:
         self.once_values = self._scope("once")
         if self.by_scope["annotation"]:
-            annotation.set_enter_hook(self.on_annotation)
+            set_enter_hook(self.on_annotation)
 
     def start_config(self, config: Sequence[Any]) -> None:
         self.config = tuple(config)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import ncu, preflight_run
+from nsight_agent.engine.collection import preflight_run
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.engine.worker import shipping
 from nsight_agent.engine.worker.main import (
@@ -174,14 +174,14 @@ class Worker:
         self._kill()
         self.info = {}  # the ready message of the process now starting, once it says ready
         self._marker = process.new_marker(f"worker-{self.device.replace(':', '')}")
-        env = ncu.child_env(self._env)
+        env = process.child_env(self._env)
         env.update({process.MARKER: self._marker, DEVICE_ENV: self.inner_device})
         env[PARENT_ENV] = str(os.getpid())
         if self.device != "cpu":
             env["CUDA_VISIBLE_DEVICES"] = _visible(self.device.split(":")[1])
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [ncu.python_executable(), "-m", "nsight_agent.engine.worker.main"],
+                [process.python_executable(), "-m", "nsight_agent.engine.worker.main"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,

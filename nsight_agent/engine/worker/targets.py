@@ -5,7 +5,7 @@ that start (about 4-5 s on the H200).
     pool = TargetPool("0", size=1)     # owned by the local executor, one per GPU slot
     pool.start()                       # a keeper thread launches the targets
     target = pool.take()               # a ready Target, now the caller's, or None
-    ... collection/attach.collect(target, ...)   # hand it the job, attach, kill it
+    ... collection/attach.profile_prelaunched(target, ...)   # hand it the job, attach, kill it
     pool.close()                       # kill every waiting target
 
 Each target is single use (ncu attaches once per process); after each take the keeper
@@ -114,10 +114,10 @@ class Target:
         self.started = time.monotonic()
         self._killed = False
         with pinning.pinned(slot):  # the slot's GPU, as a job pinned to it gets
-            full_env = ncu.child_env(env)
+            full_env = process.child_env(env)
         full_env[process.MARKER] = self.marker
         full_env[target_program.SERVER_ENV] = str(os.getpid())
-        program = [ncu.python_executable(), "-m", target_program.__name__, str(self.folder)]
+        program = [process.python_executable(), "-m", target_program.__name__, str(self.folder)]
         try:
             # No NVTX filter: ncu 2025.3.1 refuses --nvtx-include in launch and attach mode.
             argv = ncu.launch_argv(ncu.find_ncu(), self.port, self.nvtx, program)

@@ -63,8 +63,9 @@ from nsight_agent.engine.executors.ray.cluster import (
 from nsight_agent.engine.executors.ray.gpu_host import GpuHost
 from nsight_agent.engine.executors.ray.hosts import Host, HostPool, usable_gpus
 from nsight_agent.engine.executors.ray.landing import land, salvage_run
-from nsight_agent.engine.pipeline import CancelledError, Progress
+from nsight_agent.engine.pipeline import Progress
 from nsight_agent.engine.store.runs import default_runs_root
+from nsight_agent.errors import RunCancelledError
 
 __all__ = [
     "RESOURCE",
@@ -334,7 +335,7 @@ class RayExecutor(Executor):
                 assert self._hosts is not None
                 self._hosts.kill(host)
                 raise _HostKilled(
-                    CancelledError("The job was cancelled; its GPU host (and ncu) was killed.")
+                    RunCancelledError("The job was cancelled; its GPU host (and ncu) was killed.")
                 )
         try:
             out: dict[str, Any] = ray.get(ref)
@@ -406,7 +407,7 @@ class _HostLost(Exception):
 class _HostKilled(Exception):
     """We killed the job's host: it did not stop within the grace after a cancel."""
 
-    def __init__(self, cancelled: CancelledError) -> None:
+    def __init__(self, cancelled: RunCancelledError) -> None:
         super().__init__(str(cancelled))
         self.cancelled = cancelled
 

@@ -3,7 +3,7 @@ offers the ncu resource, handed to one job at a time in arrival order.
 
     hosts = HostPool(ray, make_actor, resource, idle_release_s=600.0)
     hosts.prestart()                          # one host per usable GPU, warming up now
-    host = hosts.acquire(cancel, 600.0)       # CancelledError / NoFreeGpuError / RemoteJobError
+    host = hosts.acquire(cancel, 600.0)       # RunCancelledError / NoFreeGpuError / RemoteJobError
     ref = host.actor.run.remote(job, key, board)
     hosts.release(host)                       # release(host, dead=True) when it died: dropped
 
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from nsight_agent.engine.executors.ray import node as ray_node
 from nsight_agent.engine.executors.ray.cluster import NoFreeGpuError, RemoteJobError
-from nsight_agent.engine.pipeline import CancelledError
+from nsight_agent.errors import RunCancelledError
 
 HostState = Literal["starting", "idle", "busy", "dead"]
 
@@ -126,9 +126,9 @@ class HostPool:
                         return host
                     self._cond.wait(0.2)
                 if self._closed.is_set():
-                    raise CancelledError("The executor was closed.")
+                    raise RunCancelledError("The executor was closed.")
                 if cancel.is_set():
-                    raise CancelledError("The job was cancelled while it waited for a GPU.")
+                    raise RunCancelledError("The job was cancelled while it waited for a GPU.")
                 if time.monotonic() > deadline:
                     raise NoFreeGpuError(
                         f"No GPU of the Ray cluster became free within {timeout_s:g} s.",

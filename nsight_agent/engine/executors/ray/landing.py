@@ -18,10 +18,9 @@ from typing import Any
 from nsight_agent.engine.executors.base import Job, JobResult
 from nsight_agent.engine.executors.ray import node as ray_node
 from nsight_agent.engine.executors.ray.cluster import RemoteJobError
-from nsight_agent.engine.pipeline import CancelledError
 from nsight_agent.engine.store.run_status import tag_run
 from nsight_agent.engine.store.runs import PreflightResult, check_run_id, load_run
-from nsight_agent.errors import NsightAgentError
+from nsight_agent.errors import NsightAgentError, RunCancelledError
 
 WHERE_KEYS = ("node", "gpu", "pid", "started", "ended")
 
@@ -44,7 +43,7 @@ def land(out: dict[str, Any], job: Job, root: Path) -> JobResult:
 
 
 def salvage_run(
-    ray: Any, where: dict[str, Any], ended: float | None, root: Path, err: CancelledError
+    ray: Any, where: dict[str, Any], ended: float | None, root: Path, err: RunCancelledError
 ) -> BaseException:
     """Bring the run folder of a job whose host was killed back from its node (best effort,
     30 s): the error then names the run, which the store keeps as ``cancelled``."""
