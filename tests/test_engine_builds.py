@@ -24,6 +24,7 @@ from nsight_agent.engine.collection.ncu import child_env
 from nsight_agent.engine.harness import ext_builds
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
+from nsight_agent.views.compare import compare_summary
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ninja") is None or shutil.which("c++") is None,
@@ -100,6 +101,11 @@ def test_same_name_builds_apart_and_the_second_call_compiles_nothing(
     assert second.preflight is not None
     assert [(b["cache_hit"], b["compiled"]) for b in second.preflight.builds] == [(True, [])] * 2
     assert [b["folder"] for b in second.preflight.builds] == [b["folder"] for b in builds]
+    # The answer states the compile apart from the measuring.
+    said = [w for w in compare_summary(first).warnings or [] if w.startswith("compile: ")]
+    assert len(said) == 1 and "'mine': compiled in" in said[0] and "'theirs': compiled" in said[0]
+    said = [w for w in compare_summary(second).warnings or [] if w.startswith("compile: ")]
+    assert len(said) == 1 and said[0].count("built before, loaded in") == 2
 
 
 def test_a_stale_torch_lock_does_not_block_the_next_build(root: Path) -> None:
