@@ -22,9 +22,9 @@ from pydantic import ValidationError
 
 from nsight_agent import kernelbench
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.collection.ncu import child_env
 from nsight_agent.engine.harness import kernelbench as adapter_module
 from nsight_agent.engine.harness import render, runtime
+from nsight_agent.engine.process import child_env
 from nsight_agent.engine.worker import timing_run
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.views.builds import build_note
 from nsight_agent.views.common import ARTIFACT_URI, Page, page, scalar, sig
 
 
@@ -166,6 +167,8 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             f"variant {s['variant']!r} is SUSPECT for config #{s['config_index']}: "
             f"{str(s['reason'])[:240]}; no speedup is claimed for it"
         )
+    compiled = build_note(run)  # compile time apart from the measuring
+    out += [compiled] if compiled else []
     method = timing_method(run, frame)
     if method is not None:
         out = timing_notes(out, method, run, frame)

@@ -80,6 +80,7 @@ def result_from_files(
         notes=list(manifest.get("notes", [])),
         warm=warm,
         cuda_build=manifest.get("cuda_build"),
+        builds=list(manifest.get("builds") or []),
         dropped=dict(manifest.get("dropped") or {}),
         suspects=list(manifest.get("suspects") or []),
     )

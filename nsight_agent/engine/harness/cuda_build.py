@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from nsight_agent.engine import process
+from nsight_agent.engine.harness import ext_builds
 
 # load_inline puts these three lines above the CUDA source; our nvcc check does the same, so
 # a compiler line number minus HEADER_LINES is the line in the user's source.
@@ -83,18 +84,21 @@ def build(
     key = source_key(source, functions, flags)
     name = f"nsa_cuda_{key[:16]}"
     build_dir = cache_root / key
-    build_dir.mkdir(parents=True, exist_ok=True)
-    hit = any(build_dir.glob(f"{name}*.so"))
     start = time.monotonic()
+    # Our lock breaks a baton left by a killed build; only the present GPU's arch is built.
     try:
-        module = load_inline(  # type: ignore[no-untyped-call]
-            name=name,
-            cpp_sources=[""],
-            cuda_sources=[source + bindings(functions)],
-            extra_cuda_cflags=list(flags),
-            build_directory=str(build_dir),
-            verbose=False,
-        )
+        with ext_builds.build_lock(build_dir), ext_builds.env_set(ext_builds.arch_env()):
+            hit = any(build_dir.glob(f"{name}*.so"))
+            module = load_inline(  # type: ignore[no-untyped-call]
+                name=name,
+                cpp_sources=[""],
+                cuda_sources=[source + bindings(functions)],
+                extra_cuda_cflags=list(flags),
+                build_directory=str(build_dir),
+                verbose=False,
+            )
+    except ext_builds.BuildLockTimeout:
+        raise
     except Exception as err:  # torch raises RuntimeError with ninja's output
         log = str(err)
         line, message = parse_errors(log, "cuda.cu", source.count("\n") + 1)

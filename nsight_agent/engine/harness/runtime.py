@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.harness.ext_builds import Builds
 
 ERROR_EXIT = 3
 USER_FILES: set[str] = set()
@@ -122,8 +123,9 @@ class Dropped(dict[str, dict[str, Any]]):
             self[name] = {"verdict": verdict, **detail}
 
 
-def load_user_module(name: str, path: str) -> ModuleType:
-    """Import ``path`` as module ``name`` (not as __main__); failures are stage ``import``."""
+def load_user_module(name: str, path: str, builds: Builds | None = None) -> ModuleType:
+    """Import ``path`` as module ``name`` (not as __main__); failures are stage ``import``.
+    With ``builds``, the torch extensions the source builds at import go to its own folder."""
     resolved = Path(path).resolve()
     USER_FILES.add(str(resolved))
     with stage("import"):
@@ -132,7 +134,8 @@ def load_user_module(name: str, path: str) -> ModuleType:
             raise ImportError(f"cannot import {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        with builds.around(name, resolved) if builds else contextlib.nullcontext():
+            spec.loader.exec_module(module)
     return module
 
 

@@ -72,6 +72,7 @@ class PreflightResult(BaseModel):
     line: int | None = None  # its line in the user's source, when known
     notes: list[str] = []
     cuda_build: dict[str, Any] | None = None
+    builds: list[dict[str, Any]] = []  # torch extensions the sources built at import
     run_id: str | None = None  # set by preflight(): its files are in <runs_root>/<run_id>/
     warm: bool = False  # run on a warm worker (no new interpreter), not in a new process
     # Variants that failed alone and are not measured further: name -> verdict (error, suspect,

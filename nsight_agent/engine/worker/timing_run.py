@@ -11,7 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine.harness import checks, integrity, kernelbench, runtime
+from nsight_agent.engine.harness import checks, ext_builds, integrity, kernelbench, runtime
 from nsight_agent.engine.worker import timing
 from nsight_agent.engine.worker.timing import TimingOptions, TimingResult
 from nsight_agent.errors import InvalidRequestError
@@ -48,12 +48,13 @@ def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
     dropped = runtime.Dropped(spec["baseline"])
     try:
         main = spec["setup_module"]
-        modules = {main: runtime.load_user_module(main, str(run_dir / f"{main}.py"))}
+        builds = ext_builds.Builds(spec["cuda"]["cache_dir"])
+        modules = {main: runtime.load_user_module(main, str(run_dir / f"{main}.py"), builds)}
         for v in variants:
             with dropped.isolate(v["name"], "import"):
                 if v["module"] not in modules:
                     modules[v["module"]] = runtime.load_user_module(
-                        v["module"], str(run_dir / v["file"])
+                        v["module"], str(run_dir / v["file"]), builds
                     )
         adapter = None
         if spec["language"] == "kernelbench":

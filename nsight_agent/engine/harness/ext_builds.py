@@ -1,0 +1,198 @@
+"""A user source's own torch extension builds (``load_inline`` / ``load`` at import) in a
+folder keyed by the source's hash, under our own lock, for the present GPU only.
+
+torch's default folder is named by the extension's ``name=``, so two candidates that both call
+theirs "fast_matmul" rebuild one folder in turn; and a build killed mid-way leaves torch's
+``lock`` file behind, on which every later build waits forever. Here a source's imports build
+in ``<cache>/ext-<sha256(source)[:16]>`` (the pre-flight, the warm worker, the ncu run and
+later calls all find the library there), while an exclusive ``flock`` on a sibling file is
+held: the kernel drops it when its holder dies, and whoever holds it knows that a torch
+``lock`` left in the folder belongs to a dead build and removes it. Each extension is named
+``<name>_<hash>`` (see ``own_names``), so one process can load two candidates' "fast_matmul".
+A ``load_inline`` called later than at import (inside the entry) is not redirected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# How long an import waits for another process's build of the same folder.
+LOCK_WAIT_S = float(os.environ.get("NSIGHT_AGENT_BUILD_WAIT_S", "900"))
+MARKER = "built.json"  # written after a source's import built or loaded its libraries
+
+
+class BuildLockTimeout(TimeoutError):
+    """Another process held the build folder's lock past the time limit."""
+
+
+def builds_extensions(source: str) -> bool:
+    """Whether a Python source may build a torch extension when imported."""
+    return "cpp_extension" in source or "load_inline" in source
+
+
+def folder_for(cache_root: Path, source: str) -> Path:
+    return cache_root / f"ext-{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+
+
+@contextlib.contextmanager
+def build_lock(folder: Path, timeout: float = LOCK_WAIT_S) -> Iterator[list[str]]:
+    """Hold ``<folder>.lock`` exclusively; yield the stale torch ``lock`` files removed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder.with_name(folder.name + ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                    raise BuildLockTimeout(
+                        f"waited {timeout:g} s for the extension build in {folder} (process "
+                        f"{holder} builds it); set NSIGHT_AGENT_BUILD_WAIT_S to wait longer"
+                    ) from None
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # Every live builder of this folder takes our lock first: a torch baton here is stale.
+        stale = [p for p in (folder / "lock", *folder.glob("*/lock")) if p.is_file()]
+        for p in stale:
+            p.unlink(missing_ok=True)
+        yield [str(p.relative_to(folder)) for p in stale]
+    finally:
+        os.close(fd)  # drops the flock
+
+
+@contextlib.contextmanager
+def env_set(values: dict[str, str]) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def arch_env() -> dict[str, str]:
+    """TORCH_CUDA_ARCH_LIST for the present GPU only (e.g. "9.0" on an H200), unless the
+    user set it or there is no GPU."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return {}
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    major, minor = torch.cuda.get_device_capability()
+    return {"TORCH_CUDA_ARCH_LIST": f"{major}.{minor}"}
+
+
+@contextlib.contextmanager
+def own_names(tag: str) -> Iterator[None]:
+    """While inside, ``load_inline`` and ``load`` name each extension ``<name>_<tag>``.
+
+    One process (the warm worker) loads the candidates of every call: pybind11 hands back the
+    module first loaded under a name, and torch rebuilds a name whose code changed as
+    name_v1, name_v2, ... in turn; a name of the source's own keeps them apart."""
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    saved = {f: getattr(cpp_extension, f) for f in ("load_inline", "load")}
+
+    def renamed(fn: Any) -> Any:
+        signature = inspect.signature(fn)
+
+        def build(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.arguments["name"] = f"{bound.arguments['name']}_{tag}"
+            return fn(*bound.args, **bound.kwargs)
+
+        return build
+
+    for f, fn in saved.items():
+        setattr(cpp_extension, f, renamed(fn))
+    try:
+        yield
+    finally:
+        for f, fn in saved.items():
+            setattr(cpp_extension, f, fn)
+
+
+def libraries(folder: Path) -> dict[str, int]:
+    """The built extension libraries in ``folder`` (one subfolder per name=) and their mtimes."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.glob("*/*.so")}
+
+
+@dataclass
+class SourceBuild:
+    """What importing one source built: recorded in the manifest beside ``cuda_build``."""
+
+    module: str
+    folder: str
+    seconds: float = 0.0  # the whole import: compile, load and any wait for the lock
+    cache_hit: bool = True  # no library was built or relinked by this import
+    compiled: list[str] = field(default_factory=list)
+    libraries: list[str] = field(default_factory=list)
+    stale_locks: list[str] = field(default_factory=list)  # torch batons of dead builds removed
+    arch: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@contextlib.contextmanager
+def source_builds(
+    cache_root: Path, source: str, module: str, timeout: float = LOCK_WAIT_S
+) -> Iterator[SourceBuild]:
+    """Around the import of ``source``: its extension builds go to its own folder."""
+    folder = folder_for(cache_root, source)
+    start = time.monotonic()
+    record = SourceBuild(module, str(folder))
+    arch = arch_env()
+    record.arch = arch.get("TORCH_CUDA_ARCH_LIST") or os.environ.get("TORCH_CUDA_ARCH_LIST")
+    with build_lock(folder, timeout) as stale, own_names(folder.name.removeprefix("ext-")[:12]):
+        before = libraries(folder)
+        with env_set({"TORCH_EXTENSIONS_DIR": str(folder), **arch}):
+            yield record
+        after = libraries(folder)
+        record.stale_locks = stale
+        record.compiled = sorted(k for k, t in after.items() if before.get(k) != t)
+        record.cache_hit = not record.compiled
+        record.libraries = sorted(after)
+        record.seconds = time.monotonic() - start
+        if after:
+            (folder / MARKER).write_text(json.dumps(record.to_dict(), indent=1))
+
+
+class Builds:
+    """The builds of one process's user imports (``runtime.load_user_module``), in order."""
+
+    def __init__(self, cache_root: str | Path | None) -> None:
+        self.root = Path(cache_root) if cache_root else None
+        self.records: list[dict[str, Any]] = []
+
+    @contextlib.contextmanager
+    def around(self, module: str, path: Path) -> Iterator[None]:
+        source = path.read_text(errors="replace")
+        if self.root is None or not builds_extensions(source):
+            yield
+            return
+        with source_builds(self.root, source, module) as record:
+            yield
+        if record.libraries:
+            self.records.append(record.to_dict())

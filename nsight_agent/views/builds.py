@@ -1,0 +1,48 @@
+"""What a run's compiles cost, apart from its measuring: one line for the answer's warnings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.engine.harness import render
+
+
+def build_note(run: Any) -> str | None:
+    """The pre-flight's builds (a candidate's own ``load_inline`` and the ``cuda`` language's
+    source): seconds each, or cached, and their share of the call's seconds."""
+    pre = getattr(run, "preflight", None)
+    builds: list[dict[str, Any]] = list(getattr(pre, "builds", None) or [])
+    cuda: dict[str, Any] | None = getattr(pre, "cuda_build", None)
+    if not builds and not cuda:
+        return None
+    names = _variants_by_module(run.request)
+    parts = [
+        f"{', '.join(repr(n) for n in names.get(b['module'], [b['module']]))}: " + _cost(b)
+        for b in builds
+    ]
+    if cuda:
+        parts.append("the CUDA source: " + _cost(cuda))
+    total = sum(float(b.get("seconds") or 0.0) for b in [*builds, *([cuda] if cuda else [])])
+    return (
+        f"compile: {total:.1f} s of this call's {float(run.seconds):.1f} s, before measuring "
+        f"and outside every measured time ({'; '.join(parts)})"
+    )
+
+
+def _cost(build: dict[str, Any]) -> str:
+    seconds = float(build.get("seconds") or 0.0)
+    if build.get("cache_hit"):
+        return f"built before, loaded in {seconds:.1f} s"
+    return f"compiled in {seconds:.1f} s"
+
+
+def _variants_by_module(request: Any) -> dict[str, list[str]]:
+    try:
+        spec, _ = render.spec_for(request, Path())
+    except (AttributeError, TypeError, ValueError):  # not a ProfileRequest (a loaded stub)
+        return {}
+    out: dict[str, list[str]] = {}
+    for v in spec["variants"]:
+        out.setdefault(v["module"], []).append(v["name"])
+    return out

@@ -1,0 +1,176 @@
+"""bench/kernelbench_sweep.py on the CPU: the timing phase end to end over a fake KernelBench
+checkout (one problem that runs, one whose get_inputs raises), the budget, the compile
+candidate, and the summary's speedup agreement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from bench import kernelbench_sweep as sweep
+
+TINY = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+batch_size = 4
+features = 16
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features)]
+
+
+def get_init_inputs():
+    return [features]
+"""
+
+BROKEN = TINY.replace(
+    "def get_inputs():\n", "def get_inputs():\n    raise ValueError('no inputs today')\n"
+)
+
+
+def fake_kb(root: Path) -> Path:
+    level1 = root / "KernelBench" / "level1"
+    level1.mkdir(parents=True)
+    (level1 / "1_Tiny.py").write_text(TINY)
+    (level1 / "2_Broken.py").write_text(BROKEN)
+    (root / "COMMIT").write_text("0123456789abcdef\n")
+    return root
+
+
+def read(out: Path) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((out / sweep.JSON_NAME).read_text())
+    return result
+
+
+def test_timing_phase_records_a_time_and_a_cause(tmp_path: Path) -> None:
+    kb, out = fake_kb(tmp_path / "kb"), tmp_path / "out"
+    argv = ["--kb", str(kb), "--out", str(out), "--phase", "timing", "--levels", "1"]
+    assert sweep.main([*argv, "--runs-root", str(tmp_path / "runs")]) == 0
+    data = read(out)
+    rows = {r["file"]: r for r in data["rows"]}
+    assert rows.keys() == {"1_Tiny.py", "2_Broken.py"}
+    ok, broken = rows["1_Tiny.py"], rows["2_Broken.py"]
+    assert ok["status"] == "ok" and ok["cause"] is None, ok
+    assert ok["time_ns"] > 0 and ok["run_id"] and ok["seconds"] > 0
+    assert broken["status"] == "failed"
+    assert broken["cause"].startswith("SourceError: setup failed"), broken
+    assert "ValueError: no inputs today" in broken["cause"]
+    timing = data["summary"]["timing"]
+    assert (timing["ran"], timing["ok"], timing["failed"], timing["not_run"]) == (2, 1, 1, 0)
+    assert timing["ok_pct"] == 50.0
+    assert timing["causes"] == [
+        {
+            "cause": "SourceError: setup failed: ValueError",
+            "count": 1,
+            "problems": ["L1/2_Broken.py"],
+        }
+    ]
+    assert data["meta"]["kb_commit"] == "0123456789ab"
+    table = (out / sweep.MD_NAME).read_text()
+    assert "| timing | 1 | 2 | 2 | 1 | 1 | 0 | 50 % |" in table
+    assert "| timing | SourceError: setup failed: ValueError | 1 | L1/2_Broken.py |" in table
+
+    # a spent budget starts nothing, and a later call's not-run rows keep the rows that ran
+    assert sweep.main([*argv, "--budget-s", "0", "--runs-root", str(tmp_path / "runs")]) == 0
+    again = read(out)
+    assert [r["status"] for r in again["rows"]] == ["ok", "failed"]
+    fresh = tmp_path / "fresh"
+    assert sweep.main([*argv[:2], "--out", str(fresh), "--phase", "timing", "--budget-s", "0"]) == 0
+    assert [(r["status"], r["cause"]) for r in read(fresh)["rows"]] == [
+        ("not_run", sweep.NOT_RUN),
+        ("not_run", sweep.NOT_RUN),
+    ]
+
+
+def test_the_compile_candidate_compiles_the_reference_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiled: list[torch.nn.Module] = []
+
+    def fake_compile(model: torch.nn.Module, **_: Any) -> torch.nn.Module:
+        compiled.append(model)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    namespace: dict[str, Any] = {}
+    exec(compile(sweep.compiled_candidate(TINY), "candidate", "exec"), namespace)
+    torch.manual_seed(3)
+    ref = namespace["Model"](*namespace["get_init_inputs"]())
+    torch.manual_seed(3)
+    new = namespace["ModelNew"](*namespace["get_init_inputs"]())
+    assert len(compiled) == 1 and type(compiled[0]) is namespace["Model"]
+    x = torch.randn(4, 16)
+    assert torch.equal(new(x), ref(x))  # same seed, same weights: the harness's convention
+
+
+def test_speedup_agreement_counts_only_ok_rows_and_splits_honest_ones() -> None:
+    def row(i: int, status: str, ratio: float | None, honest: bool) -> dict[str, Any]:
+        return {
+            "phase": "compile", "index": i, "level": 1, "file": f"{i}_p.py", "status": status,
+            "cause": None if status == "ok" else "Failed: x", "seconds": 1.0,
+            "ratio": ratio, "honest": honest,
+        }  # fmt: skip
+
+    rows = [
+        row(0, "ok", 1.02, True),
+        row(1, "ok", 0.90, True),
+        row(2, "ok", 1.30, False),
+        row(3, "failed", None, False),
+    ]
+    s = sweep.phase_summary("compile", rows)
+    assert (s["ran"], s["ok"], s["failed"]) == (4, 3, 1)
+    assert s["agreement"] == {
+        "n": 3,
+        "median_abs_dev_pct": 10.0,
+        "max_abs_dev_pct": 30.0,
+        "within_5pct": 1,
+        "within_5pct_share": 0.333,
+    }
+    assert s["agreement_honest"]["n"] == 2 and s["agreement_honest"]["within_5pct"] == 1
+
+
+def test_a_big_kernel_without_a_cause_is_counted_unless_a_step_cause_names_it() -> None:
+    from nsight_agent.views.diagnosis import diagnose_report
+    from tests.fixture_reports import unpacked
+
+    # step_chain: the user's gather (32 %) has no cause; the torch ops after it are an
+    # unfused chain, a step cause that names their groups.
+    chain = Path(__file__).parent / "fixtures" / "steps" / "step_chain.ncu-rep.xz"
+    d = diagnose_report(unpacked(chain), limit=sweep.DIAGNOSED)
+    found = sweep.diagnosis_fields(d) | sweep.step_fields(d)
+    silent = [k["kernel"] for k in found["uncaused"] if not k["step_cause"]]
+    assert silent == ["user_col_gather"] and found["no_cause_count"] == 1
+    assert len(found["uncaused"]) > 1  # the chain's kernels: no cause of their own
+    assert all(k["share_pct"] >= sweep.SHARE_PCT for k in found["uncaused"])
+    assert found["step_causes"] == ["unfused_chain"] and found["top_group"] == "user_col_gather"
+
+
+def test_a_limit_cut_by_the_budget_is_named_in_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = tmp_path / "kb"
+    (kb / "KernelBench" / "level2").mkdir(parents=True)
+    slow = TINY.replace("def get_inputs():\n", "def get_inputs():\n    time.sleep(20)\n")
+    (kb / "KernelBench" / "level2" / "1_Slow.py").write_text("import time\n" + slow)
+    monkeypatch.setattr(sweep, "MIN_TIMEOUT_S", 1.0)
+    out = tmp_path / "out"
+    argv = ["--kb", str(kb), "--out", str(out), "--phase", "timing", "--budget-s", "6"]
+    assert sweep.main([*argv, "--runs-root", str(tmp_path / "runs")]) == 0
+    (row,) = read(out)["rows"]
+    assert row["status"] == "failed" and row["cause"].startswith("budget-limited: "), row
+    assert row["seconds"] < 15

@@ -1,0 +1,168 @@
+"""A candidate's own torch extension (``load_inline`` at import) is built once, in a folder of
+its source's hash (issue 36, part 3). Real C++-only builds on the CPU: the same code path as
+a CUDA candidate's, minus nvcc.
+
+The module's tests share one runs root, in order: the first call builds both candidates (one
+``name=``, different code), the second compiles nothing, a cold process then finds stale torch
+batons left in both folders and breaks them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.harness import ext_builds
+from nsight_agent.engine.process import child_env
+from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.request import ProfileRequest
+from nsight_agent.views.compare import compare_summary
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("ninja") is None or shutil.which("c++") is None,
+    reason="needs a C++ compiler and ninja to build a torch extension",
+)
+
+# Both candidates call their extension "fast_matmul"; each is right only with its own library
+# (3 / 1.5 == 2), so a shared or swapped build fails the output check.
+CANDIDATE = """
+import torch
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(
+    name="fast_matmul",
+    cpp_sources=["int64_t tag() {{ return {tag}; }}"],
+    functions=["tag"],
+    extra_cflags=["-O0"],
+)
+
+
+def setup(n, device="cpu"):
+    return torch.ones(n, device=device)
+
+
+def run(x):
+    return x * ext.tag() / {scale}
+"""
+
+
+def request() -> ProfileRequest:
+    return ProfileRequest.model_validate(
+        {
+            "source": CANDIDATE.format(tag=2, scale=1),
+            "language": "torch",
+            "variants": [
+                {"name": "mine", "entry": "run"},
+                {"name": "theirs", "entry": "run", "source": CANDIDATE.format(tag=3, scale=1.5)},
+            ],
+            "configs": [{"n": 8}],
+            "runs": 2,
+            "warmup": 1,
+            "timeout_s": 500,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(scope="module")
+def pool() -> Any:
+    with WorkerPool() as p:
+        yield p
+
+
+def test_same_name_builds_apart_and_the_second_call_compiles_nothing(
+    root: Path, pool: WorkerPool
+) -> None:
+    first = pipeline.time_request(request(), pool, runs_root=root)
+    assert [c.ok for c in first.checks] == [True, True], first.checks
+    assert first.preflight is not None
+    builds = first.preflight.builds
+    assert [b["module"] for b in builds] == ["user_source", "variant_1"]
+    assert len({b["folder"] for b in builds}) == 2
+    assert all(not b["cache_hit"] and len(b["compiled"]) == 1 for b in builds)
+    # One name= in each source, one library name per source (the warm worker loads both).
+    assert builds[0]["compiled"] != builds[1]["compiled"]
+    assert all(b["compiled"][0].startswith("fast_matmul_") for b in builds)
+
+    second = pipeline.time_request(request(), pool, runs_root=root)  # same warm worker
+    assert [c.ok for c in second.checks] == [True, True]
+    assert second.preflight is not None
+    assert [(b["cache_hit"], b["compiled"]) for b in second.preflight.builds] == [(True, [])] * 2
+    assert [b["folder"] for b in second.preflight.builds] == [b["folder"] for b in builds]
+    # The answer states the compile apart from the measuring.
+    said = [w for w in compare_summary(first).warnings or [] if w.startswith("compile: ")]
+    assert len(said) == 1 and "'mine': compiled in" in said[0] and "'theirs': compiled" in said[0]
+    said = [w for w in compare_summary(second).warnings or [] if w.startswith("compile: ")]
+    assert len(said) == 1 and said[0].count("built before, loaded in") == 2
+
+
+def test_a_stale_torch_lock_does_not_block_the_next_build(root: Path) -> None:
+    folders = sorted(p for p in root.glob(f"{pipeline.CUDA_CACHE}/ext-*") if p.is_dir())
+    if len(folders) != 2:
+        pytest.skip("needs the first test's builds")
+    for folder in folders:
+        (next(folder.glob("fast_matmul_*")) / "lock").write_text("")  # a killed build's
+    start = time.monotonic()
+    pre = pipeline.preflight(request(), runs_root=root, device="cpu")  # a new process
+    assert pre.ok, pre.errors
+    assert time.monotonic() - start < 120
+    assert [(b["cache_hit"], len(b["stale_locks"])) for b in pre.builds] == [(True, 1)] * 2
+
+
+IMPORT = """
+import json, sys
+from pathlib import Path
+from nsight_agent.engine.harness import runtime
+builds = runtime.Builds(sys.argv[1])
+module = runtime.load_user_module("candidate", sys.argv[2], builds)
+print(json.dumps({"tag": module.run(1), "builds": builds.records}))
+"""
+
+
+def test_two_processes_building_one_folder_both_load_it_and_one_compiles(tmp_path: Path) -> None:
+    source = tmp_path / "candidate.py"
+    source.write_text(CANDIDATE.format(tag=7, scale=1))
+    argv = [sys.executable, "-c", IMPORT, str(tmp_path / "cache"), str(source)]
+    procs = [
+        subprocess.Popen(argv, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=500) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err.decode()[-2000:] for _, err in outs]
+    results = [json.loads(out.decode().splitlines()[-1]) for out, _ in outs]
+    assert [r["tag"] for r in results] == [7, 7]
+    hits = sorted(r["builds"][0]["cache_hit"] for r in results)
+    assert hits == [False, True]  # the second waited on our lock, then found the library
+
+
+def test_a_held_lock_is_waited_on_up_to_the_limit(tmp_path: Path) -> None:
+    folder = tmp_path / "ext-0"
+    held = pytest.raises(ext_builds.BuildLockTimeout, match=f"process {os.getpid()}")
+    with ext_builds.build_lock(folder), held, ext_builds.build_lock(folder, timeout=0.3):
+        pass
+    with ext_builds.build_lock(folder, timeout=0.3):  # released: taken at once
+        pass
+
+
+def test_only_sources_that_build_extensions_get_a_folder(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text("X = 1\n")
+    builds = ext_builds.Builds(tmp_path / "cache")
+    with builds.around("plain", plain):
+        pass
+    assert builds.records == [] and not (tmp_path / "cache").exists()
+    a, b = "load_inline(name='k', cpp_sources=['1'])", "load_inline(name='k', cpp_sources=['2'])"
+    assert ext_builds.folder_for(tmp_path, a) != ext_builds.folder_for(tmp_path, b)
+    assert ext_builds.folder_for(tmp_path, a) == ext_builds.folder_for(tmp_path, a)
