@@ -22,8 +22,8 @@ import triton.language as tl
 
 
 @triton.jit
-def far_copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK) + (1 << 40)  # far outside x
+def far_copy(x_ptr, out_ptr, n, shift, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK) + shift  # shift: far outside x
     tl.store(out_ptr + offs, tl.load(x_ptr + offs))
 
 
@@ -41,7 +41,7 @@ def doubled(x):
 
 def illegal(x):
     out = torch.empty_like(x)
-    far_copy[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    far_copy[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), 1 << 40, BLOCK=256)
     return out
 """
 

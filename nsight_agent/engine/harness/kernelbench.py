@@ -44,7 +44,9 @@ class Adapter:
 
     def setup(self, device: str, **overrides: Any) -> tuple[Any, ...]:
         """The config's constants set in the problem module (and in each candidate module that
-        has its own copy), then ``get_inputs()`` moved to ``device``, passed positionally."""
+        has its own copy), then ``get_inputs()`` on ``device``, passed positionally. Its tensors
+        are made there (torch's default device for the call): KernelBench's sizes reach 6 GB an
+        input, which the CPU fills in seconds, for every run of every variant."""
         constants = _constants(self.problem)
         for name, value in overrides.items():
             if name not in constants:
@@ -56,7 +58,9 @@ class Adapter:
                 if hasattr(module, name):
                     setattr(module, name, value)
         self.device, self.key = device, tuple(sorted(overrides.items()))
-        return tuple(to_device(x, device) for x in self.get_inputs())
+        with torch.device(device):
+            made = self.get_inputs()
+        return tuple(to_device(x, device) for x in made)
 
     def build(self, cls: Callable[..., Any]) -> Any:
         """``cls(*get_init_inputs())`` on the device, the same seed before the init inputs
