@@ -3,15 +3,19 @@ public KernelBench repository (``--kb``, e.g. ``.kb``; its commit in ``<kb>/COMM
 copied into this one. Four phases, each usable alone (``--phase``, repeatable):
 
 - timing: every problem of ``--levels`` through ``profile_kernel`` on the timing path, one
-  call per problem (the problem as it is: language and configs left out);
-- diagnose: a seeded sample of level 1-2 problems through ``diagnose_kernel`` (one ncu pass,
-  ``deep=False``); per problem the first kernel's headline and the kernels of >= 5 % of the
-  step whose diagnosis names no cause;
+  call per problem (the problem as it is: language and configs left out); the levels are
+  taken in turn (1, 2, 3, 1, ...), problems in id order within each;
+- diagnose: a seeded sample of level 1-2 problems through ``diagnose_kernel`` (one ncu pass;
+  ``--deep`` adds the second); per problem the first kernel's headline and the kernels of
+  >= 5 % of the step whose diagnosis names no cause;
 - steps: a seeded sample of level 3 models through the same diagnosis, read as a step;
 - compile: a seeded sample of level 1-2 problems with ``torch.compile(Model)`` as the
   candidate, through ``compare_variants`` (timing path) and, side by side in the same run on
   the same GPU, through KernelBench's own ``time_execution_with_cuda_event`` (the peer,
   imported from the checkout in a subprocess per problem); the two speedups and their ratio.
+  KernelBench's timing counts as honest for a problem when both its times are at least
+  ``--honest-min-ms``: it brackets one call with events, so below that launch and host time
+  weigh in that ours (GPU activity only) leaves out.
 
 Every call goes through the use cases the MCP server uses (``service``), on one serving
 session (its executor and warm workers): a problem runs in the engine's worker and harness
@@ -19,13 +23,15 @@ processes, so one problem's CUDA error does not reach this process or the next p
 process never touches CUDA; only the peer's subprocesses do.
 
 A global budget (``--budget-s``) stops new problems from starting; the rest are recorded as
-"not run (budget)". The JSON (every row and a summary) and a markdown table for
-docs/BENCHMARKS.md are rewritten after every problem, so a run cut off still keeps what ran.
-Rows already in ``DIR/kernelbench_sweep.json`` are kept (a new row replaces its problem's
-old one), and ``--merge`` combines the JSON of several calls without running anything::
+"not run (budget)", and a problem started late gets at most half of what is left (a failure
+from a limit so shortened says "budget-limited"). The JSON (every row and a summary) and a
+markdown table for docs/BENCHMARKS.md are rewritten after every problem, so a run cut off
+still keeps what ran. Rows already in ``DIR/kernelbench_sweep.json`` are kept (a new row
+replaces its problem's old one); ``--skip N`` starts each phase at its N-th problem (to go
+on where a call stopped) and ``--merge`` combines the JSON of several calls::
 
     bash .whl/gpu-run.sh 'python3 bench/kernelbench_sweep.py --kb .kb --out $OUT/kb \\
-        --phase timing --budget-s 420'
+        --phase timing --levels 2,3 --budget-s 420'
     python3 bench/kernelbench_sweep.py --out DIR --merge A.json B.json
 """
 
@@ -245,7 +251,7 @@ def _cell(value: Any, unit: str = "") -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3g}{unit}"
-    return f"{value}{unit}"
+    return f"{value}{unit}".replace("|", "\\|")  # a cause's text must not end the cell
 
 
 def markdown(meta: dict[str, Any], rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
@@ -275,7 +281,7 @@ def markdown(meta: dict[str, Any], rows: list[dict[str, Any]], summary: dict[str
         lines += ["", "| phase | cause | count | problems |", "| --- | --- | --- | --- |"]
         for phase, c in failures:
             names = ", ".join(c["problems"])
-            lines.append(f"| {phase} | {c['cause']} | {c['count']} | {names} |")
+            lines.append(f"| {phase} | {_cell(c['cause'])} | {c['count']} | {names} |")
     for phase in ("diagnose", "steps"):
         if phase in summary:
             s = summary[phase]
@@ -298,8 +304,8 @@ def _uncaused_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["", "| problem | kernel | op | share | bound | headline |", "| --- " * 6 + "|"]
     for r, k in found:
         lines.append(
-            f"| L{r['level']}/{r['file']} | `{k['kernel'][:50]}` | {k['op'] or '-'} | "
-            f"{_cell(k['share_pct'], ' %')} | {k['bound']} | {k['headline'][:90]} |"
+            f"| L{r['level']}/{r['file']} | `{_cell(k['kernel'][:50])}` | {_cell(k['op'])} | "
+            f"{_cell(k['share_pct'], ' %')} | {k['bound']} | {_cell(k['headline'][:90])} |"
         )
     return lines
 
@@ -307,20 +313,21 @@ def _uncaused_lines(rows: list[dict[str, Any]]) -> list[str]:
 def _compile_lines(rows: list[dict[str, Any]], s: dict[str, Any]) -> list[str]:
     lines = [
         "",
-        "| problem | ours: ref / compiled (us) | speedup | verdict | KernelBench: ref / "
-        "compiled (us) | speedup | ours / theirs | honest |",
+        "| problem | ours: ref / compiled (us) | speedup (of medians) | verdict | KernelBench: "
+        "ref / compiled (us) | speedup | ours / theirs | honest |",
         "| --- " * 8 + "|",
     ]
+
+    def us(value: float | None, scale: float) -> str:
+        return _cell(None if value is None else value * scale)
+
     for r in rows:
         if r["status"] == "not_run":
             continue
-
-        def us(value: float | None, scale: float) -> str:
-            return _cell(None if value is None else value * scale)
-
         lines.append(
             f"| L{r['level']}/{r['file']} | {us(r.get('ours_ref_ns'), 1e-3)} / "
-            f"{us(r.get('ours_compiled_ns'), 1e-3)} | {_cell(r.get('ours_speedup'))} | "
+            f"{us(r.get('ours_compiled_ns'), 1e-3)} | {_cell(r.get('ours_speedup'))} "
+            f"({_cell(r.get('ours_median_speedup'))}) | "
             f"{r.get('ours_verdict') or '-'} | {us(r.get('kb_ref_ms'), 1e3)} / "
             f"{us(r.get('kb_compiled_ms'), 1e3)} | {_cell(r.get('kb_speedup'))} | "
             f"{_cell(r.get('ratio'))} | {'yes' if r.get('honest') else 'no'} |"
@@ -461,12 +468,12 @@ def _passed(run: RunResult) -> None:
         )
 
 
-def _time_ns(run: RunResult, variant: str) -> float | None:
+def _time_ns(run: RunResult, variant: str, column: str = "AvgValue") -> float | None:
     from nsight_agent.request import TIME_METRIC
 
     frame = run.processed
     rows = frame[(frame["Metric"] == TIME_METRIC) & (frame["Annotation"] == variant)]
-    return float(rows["AvgValue"].iloc[0]) if len(rows) else None
+    return float(rows[column].iloc[0]) if len(rows) and column in rows else None
 
 
 def timing_phase(
@@ -588,7 +595,11 @@ def compile_phase(
         overall = summary.overall["compiled"]
         timings = summary.configs[0].variants if summary.configs else {}
         check = timings["compiled"].check if "compiled" in timings else None
+        # beside the verdict's means: one slow call (a recompile) moves a mean, not a median
+        ref_median = _time_ns(run, "ref", "MedianValue")
+        new_median = _time_ns(run, "compiled", "MedianValue")
         return {
+            "ours_median_speedup": ref_median / new_median if ref_median and new_median else None,
             "run_id": run.run_id,
             "ours_s": round(time.monotonic() - start, 2),
             "ours_ref_ns": _time_ns(run, "ref"),
@@ -676,6 +687,7 @@ def load_file(name: str, path: Path) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import would: dataclasses and pickling look it up
     spec.loader.exec_module(module)
     return module
 
