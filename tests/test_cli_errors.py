@@ -211,3 +211,15 @@ def test_validation_text_of_an_unknown_option() -> None:
         "Malformed request: timout_s: Extra inputs are not permitted (did you mean "
         "options.timeout_s?)"
     )
+
+
+@pytest.mark.parametrize(
+    ("query", "offered"),
+    [("dram__byts.sum", "dram__bytes.sum"), ("tensor core utilization", "sm__ops_path_tensor")],
+)
+def test_metrics_says_when_nothing_matches_and_offers_close_names(
+    query: str, offered: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["metrics", *query.split()]) == 1
+    err = capsys.readouterr().err
+    assert f"no metric matches {query!r}" in err and offered in err, err

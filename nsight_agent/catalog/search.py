@@ -65,3 +65,18 @@ def search_metrics(query: str, limit: int = 20) -> list[MetricInfo]:
             scored.append((score, info.name))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [cat.metrics[name] for _, name in scored[:limit]]
+
+
+def close_names(query: str, limit: int = 5) -> list[str]:
+    """What to offer when ``search_metrics`` finds nothing: names close to a misspelt metric
+    name (``dram__byts.sum``), else the best metrics matching any one word of the query."""
+    from nsight_agent.catalog.metrics import suggest
+
+    close = suggest(query.strip(), limit=limit)
+    if close:
+        return close
+    found: dict[str, None] = {}
+    for word in _words(query.lower()):
+        for info in search_metrics(word, limit):
+            found.setdefault(info.example, None)
+    return list(found)[:limit]

@@ -253,15 +253,20 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from nsight_agent.catalog import metrics as catalog
-    from nsight_agent.catalog.search import search_metrics
+    from nsight_agent.catalog.search import close_names, search_metrics
 
-    found = search_metrics(" ".join(args.query), args.limit)
+    query = " ".join(args.query)
+    found = search_metrics(query, args.limit)
     table = Table("metric", "type", "unit", "description", header_style="bold", pad_edge=False)
     for m in found:
         table.add_row(m.example, m.type, m.unit or "", m.description)
     plain = "\n".join(f"{m.example}  ({m.type}, {m.unit or '-'}): {m.description}" for m in found)
     if found:
         output.show(plain, table)
+    else:
+        close = close_names(query)
+        offer = f"; close: {', '.join(close)}" if close else ""
+        print(f"no metric matches {query!r}{offer}", file=sys.stderr)
     print(f"[{catalog.catalog_source().label}]", file=sys.stderr)
     return 0 if found else 1
 

@@ -80,7 +80,12 @@ async def query_metrics(
             note=source.note or None,
         )
         lines = [f"{m.example}  ({m.type}, {m.unit or '-'}): {m.description}" for m in found]
-        return result(s, "\n".join(lines) or f"No metric matches {query!r}.")
+        if not found:
+            close = await thread(lambda: metric_search.close_names(query))
+            lines = [
+                f"No metric matches {query!r}." + (f" Close: {', '.join(close)}" if close else "")
+            ]
+        return result(s, "\n".join(lines))
 
 
 async def list_skills() -> Annotated[CallToolResult, SkillList]:
