@@ -293,6 +293,9 @@ def test_history_of_a_baseline_and_its_plot(store: dict[str, Any], tmp_path: Pat
     assert store["two"] in ids
     text = render_history(h)
     assert "reference" in text and "slower" in text
+    # headers and times with their unit, never raw nanoseconds in scientific notation
+    assert "time per config" in text.splitlines()[2] and "e+0" not in text, text
+    assert any(u in text for u in (" ns", " us", " ms")), text
     target = tmp_path / "history.png"
     plot_history(h, str(target))
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

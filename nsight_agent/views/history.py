@@ -108,10 +108,14 @@ def _label(config: dict[str, Any]) -> str:
 
 def render_history(h: History) -> str:
     """One line per run: date, run, method, GPU, verdict, geomean speedup, times."""
+    from nsight_agent.views.text import readable
+
     head = f"history of {h.baseline or h.key} against {h.reference} ({h.metric}, {h.unit or ''})"
-    lines = [head, "configs: " + "; ".join(_label(c) for c in h.configs)]
+    configs = [f"#{i} {_label(c)}" for i, c in enumerate(h.configs)]
+    columns = f"{'date':20} run [variant] source method GPU  verdict  x geomean  time per config"
+    lines = [head, "configs: " + "; ".join(configs), columns]
     for p in h.points:
-        times = " ".join(f"{t:.4g}" if t is not None else "-" for t in p.times)
+        times = " ".join(readable(t, h.unit) if t is not None else "-" for t in p.times)
         g = f"{p.geomean_speedup:.3f}" if p.geomean_speedup is not None else "-"
         why = f"  ({p.why})" if p.why else ""
         lines.append(
