@@ -82,3 +82,15 @@ def test_the_cli_compares_a_candidate_file_and_prints_kernelbench_fields(
     assert (
         by_name["new_raises"]["correctness"] is False and by_name["new_raises"]["runtime"] == -1.0
     )
+
+
+@pytest.mark.anyio
+async def test_the_timing_path_refuses_counters_instead_of_dropping_them(tmp_path: Path) -> None:
+    async with Client(build_server(tmp_path)) as client:
+        for extra in ({"metrics": ["dram__bytes.sum"]}, {"skill": "memory"}):
+            result = await client.call_tool(
+                "profile_kernel", {"source": PROBLEM, "method": "timing", **extra}
+            )
+            text = _text(result)
+            assert result.is_error and "measures each call's time only" in text, text
+            assert "method 'ncu'" in text

@@ -9,7 +9,7 @@ from typing import Any
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
-from nsight_agent.errors import NsightAgentError
+from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, Method, RunResult, measure
 from nsight_agent.service.runs import report_of
@@ -39,7 +39,22 @@ def build_request(**fields: Any) -> ProfileRequest:
 def profile(where: Measuring, method: Method = "ncu", **fields: Any) -> RunResult:
     """``profile_kernel`` and ``compare_variants`` (and the CLI's ``profile``/``compare``):
     the request built from ``fields``, measured by ``method``."""
+    if method == "timing":
+        refuse_counters(fields)
     return measure(build_request(**fields), method, where)
+
+
+def refuse_counters(fields: dict[str, Any]) -> None:
+    """The timing path measures time only: counters asked of it are refused, not dropped."""
+    asked = [k for k in ("metrics", "skill", "sections") if fields.get(k)]
+    if fields.get("metrics") and list(fields["metrics"]) == [TIME_METRIC]:
+        asked.remove("metrics")
+    if asked:
+        raise InvalidRequestError(
+            f"method 'timing' measures each call's time only; it cannot collect {' or '.join(asked)}.",
+            "Leave them out for a timing run, or use method 'ncu' (--method ncu), which "
+            "collects metrics, skills and sections.",
+        )
 
 
 def roofline_collection() -> tuple[list[str], list[str]]:
