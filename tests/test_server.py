@@ -21,6 +21,7 @@ from nsight_agent.engine import pipeline
 from nsight_agent.engine.pipeline import OutputCheck, RunResult
 from nsight_agent.server import tools_profile
 from nsight_agent.server.app import build_server
+from nsight_agent.service.runs import list_runs
 
 H200_REPORT = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
 TIME = "gpu__time_duration.sum"
@@ -232,38 +233,25 @@ async def test_malformed_requests_are_tool_errors(server: MCPServer) -> None:
     assert "at least two variants" in _error(one_variant)
 
 
-async def test_profile_kernel_without_ncu_fails_after_cpu_preflight(
-    server: MCPServer, monkeypatch: pytest.MonkeyPatch
+async def test_profiling_without_ncu_fails_at_once_and_names_the_timing_path(
+    server: MCPServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """No pre-flight first (it cost 10-58 s before saying what doctor knows in seconds): the
+    error, the timing path as what answers without ncu, and no run left behind."""
     if shutil.which("ncu"):
         pytest.skip("ncu is installed here")
     monkeypatch.delenv("NCU", raising=False)
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    progress: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(p: float, total: float | None, message: str | None) -> None:
-        progress.append((p, total, message))
-
+    args = {"source": TRITON_ADD, "configs": {"n": [256, 1024]}, "runs": 1}
     async with Client(server) as client:
-        result = await client.call_tool(
-            "profile_kernel",
-            {"source": TRITON_ADD, "configs": {"n": [256, 1024]}, "runs": 1},
-            progress_callback=on_progress,
+        result = await client.call_tool("profile_kernel", args)
+        diagnosed = await client.call_tool(
+            "diagnose_kernel", {k: v for k, v in args.items() if k != "runs"}
         )
-        broken = await client.call_tool(
-            "profile_kernel",
-            {
-                "source": TRITON_ADD.replace("def run(", "def run_(x, y):\n    pass\n\ndef _r("),
-                "configs": [{"n": 256}],
-                "runs": 1,
-            },
-        )
-    text = _error(result)
-    assert "ncu" in text and "not found" in text and "pre-flight passed" in text
-    assert "only the profiler is missing" in text
-    assert progress and "pre-flight" in (progress[0][2] or "")
-    # A source error is reported by the pre-flight, before any talk of ncu.
-    assert "run" in _error(broken) and "pre-flight passed" not in _error(broken)
+    for answer in (result, diagnosed):
+        text = _error(answer)
+        assert "ncu" in text and "not found" in text and "Nothing was run" in text, text
+        assert 'method="timing" (--method timing)' in text
+    assert list_runs(tmp_path)["runs"] == []  # no pre-flight ran, no run recorded "passed"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.owner import user_kernel_names
 from nsight_agent.errors import NsightAgentError, RunCancelledError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
-from nsight_agent.service.measure import Measuring, RunResult, measure
+from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
 from nsight_agent.service.profile import build_request
 from nsight_agent.service.runs import load_run, report_of
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
@@ -87,6 +87,7 @@ def diagnose_source(
         warmup=1,
         torch_ranges=True,
     )
+    require_ncu(where)  # before the timing call: without ncu, no diagnosis
     wall, timed = _time_one_call(first, where) if time_step else (None, None)
     hints: dict[str, Any] = {
         "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,

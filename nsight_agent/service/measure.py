@@ -18,7 +18,7 @@ from typing import Literal
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.executors.base import Executor
-from nsight_agent.engine.pipeline import PreflightResult, Progress, RunResult
+from nsight_agent.engine.pipeline import Progress, RunResult
 from nsight_agent.engine.store import retention
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import NcuNotFoundError
@@ -57,10 +57,9 @@ def measure(request: ProfileRequest, method: Method, where: Measuring) -> RunRes
 
 def _profile(request: ProfileRequest, where: Measuring) -> RunResult:
     """Pre-flight, then the ncu run; without ncu here (and an executor that profiles here),
-    the pre-flight alone and a clear error."""
+    a clear error at once."""
+    require_ncu(where)
     executor = where.executor
-    if executor is None or executor.checks_ncu_here:
-        ncu_or_preflight(request, where.runs_root, where.cancel)
     if executor is None:
         return pipeline.profile(
             request, runs_root=where.runs_root, on_progress=where.on_progress, cancel=where.cancel
@@ -90,32 +89,18 @@ def _workers(given: WorkerPool | None) -> Iterator[WorkerPool]:
         yield own
 
 
-def preflight_text(pre: PreflightResult) -> str:
-    """What the pre-flight showed, for an answer that cannot go on to ncu."""
-    ran = (
-        f"The pre-flight passed on {pre.device}: the source imports, and setup and every entry "
-        "ran on each config"
-    )
-    if pre.ok:
-        checked = ", outputs checked" if pre.checks else ""
-        return f"{ran}{checked}; only the profiler is missing."
-    wrong = "; ".join(pre.errors[:3]) + (" ..." if len(pre.errors) > 3 else "")
-    return (
-        f"{ran}, but some outputs are wrong ({wrong}); with ncu those variants would be "
-        "profiled and reported 'incorrect'."
-    )
-
-
-def ncu_or_preflight(
-    request: ProfileRequest, runs_root: Path | None, cancel: threading.Event | None = None
-) -> None:
-    """Return when ncu is here. Without it, run the harness once (on the CPU when there is
-    no GPU) so source errors still come first, then raise "ncu not found" with what the
-    pre-flight showed (and its run id)."""
+def require_ncu(where: Measuring) -> None:
+    """Return when ncu is where the job will run (here, unless the executor's nodes have it);
+    else say so at once (doctor knows in seconds, a pre-flight first would cost a cold start),
+    and name the path that answers without it."""
+    if where.executor is not None and not where.executor.checks_ncu_here:
+        return
     try:
         ncu.find_ncu()
     except NcuNotFoundError as err:
-        pre = pipeline.preflight(request, runs_root=runs_root, cancel=cancel)
-        pipeline.raise_if_broken(pre)  # a SourceError with stage and line
-        text = f"{err.message} {preflight_text(pre)} (pre-flight run {pre.run_id})"
-        raise NcuNotFoundError(text, err.hint) from err
+        raise NcuNotFoundError(
+            f"{err.message} Nothing was run.",
+            f'{err.hint} Without ncu, method="timing" (--method timing) measures each '
+            "call's time on this machine, checks the outputs and compares variants; counters, "
+            "roofline and diagnosis need ncu.",
+        ) from err
