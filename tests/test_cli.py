@@ -274,3 +274,18 @@ def test_doctor_says_how_to_install_what_is_missing(capsys: pytest.CaptureFixtur
             assert f"install {name}" in out
     if info.ncu_path is None:
         assert "install ncu: install Nsight Compute" in out
+
+
+def test_a_cuda_source_is_refused_before_compiling_on_a_machine_without_a_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nsight_agent.engine import pinning
+
+    monkeypatch.setattr(pinning, "has_gpu", lambda: False)
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path))
+    example = Path(__file__).parents[1] / "examples" / "contract" / "cuda_vector_add.py"
+    argv = ["profile", str(example), "--language", "cuda", "--method", "timing"]
+    assert cli.main([*argv, "--config", "n=1024"]) == 1
+    err = capsys.readouterr().err
+    assert "runs only on an NVIDIA GPU" in err and "nothing was compiled" in err, err
+    assert not list(tmp_path.iterdir())  # no run folder, no build

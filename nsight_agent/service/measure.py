@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from nsight_agent.engine import pipeline
+from nsight_agent.engine import pinning, pipeline
 from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.pipeline import Progress, RunResult
 from nsight_agent.engine.store import retention
 from nsight_agent.engine.worker.pool import WorkerPool
-from nsight_agent.errors import NcuNotFoundError
+from nsight_agent.errors import NcuNotFoundError, NsightAgentError
 from nsight_agent.request import ProfileRequest
 
 # The front ends name these types; they come from the engine through this module only.
@@ -41,6 +41,11 @@ class Measuring:
     workers: WorkerPool | None = None
     on_progress: Progress | None = None
     cancel: threading.Event | None = None
+
+    @property
+    def runs_here(self) -> bool:
+        """The jobs run on this machine (no executor, or a local one), not on a cluster's."""
+        return self.executor is None or self.executor.checks_ncu_here
 
     def with_calls(self, on_progress: Progress | None, cancel: threading.Event | None) -> Measuring:
         """The same place, for one call with its own progress hook and cancel event."""
@@ -72,6 +77,13 @@ def _profile(request: ProfileRequest, where: Measuring) -> RunResult:
 def _time(request: ProfileRequest, where: Measuring) -> RunResult:
     """The counter-free path: a warm worker pre-flights and times the variants interleaved;
     an executor that queues timing jobs runs it on one of its GPUs, never beside an ncu job."""
+    if request.language == "cuda" and where.runs_here and not pinning.has_gpu():
+        raise NsightAgentError(
+            "A CUDA source runs only on an NVIDIA GPU, and this machine has none: nothing was "
+            "compiled or run.",
+            "Time it on a machine with a GPU (the timing path needs no ncu there); on this "
+            "machine, Triton and torch sources run on the CPU.",
+        )
     executor = where.executor
     if executor is not None and executor.runs_timing:
         return executor.time(request, runs_root=where.runs_root, cancel=where.cancel)
@@ -93,7 +105,7 @@ def require_ncu(where: Measuring) -> None:
     """Return when ncu is where the job will run (here, unless the executor's nodes have it);
     else say so at once (doctor knows in seconds, a pre-flight first would cost a cold start),
     and name the path that answers without it."""
-    if where.executor is not None and not where.executor.checks_ncu_here:
+    if not where.runs_here:
         return
     try:
         ncu.find_ncu()
