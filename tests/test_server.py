@@ -585,6 +585,10 @@ async def test_the_timing_method_needs_no_ncu_and_catches_a_stale_variant(
     data = _validate(profiled, tools["profile_kernel"].output_schema)
     assert data["results"][0]["stats"]["gpu__time_duration.sum"]["n"] >= 5
     assert any("measured by perf_counter" in w for w in data["warnings"])
+    # the text a model reads names CPU times as such, not as the GPU duration metric
+    for answer in (profiled, compared):
+        text = "\n".join(c.text for c in answer.content if isinstance(c, TextContent))
+        assert "CPU time (perf_counter)" in text, text
     data = _validate(compared, tools["compare_variants"].output_schema)
     assert data["overall"]["memo"]["verdict"] == "incorrect"
     assert "geomean_speedup" not in data["overall"]["memo"]

@@ -148,20 +148,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if args.json:
         print(dump_json(s))
         return 0
-    label = metric_labels(run)
+    label = runs.metric_labels(run)
     output.show(text.render_table(s, label), tables.profile(s, label))
     print(f"\nrun {run.run_id}: artifacts in {run.run_dir}")
     return 0
-
-
-def metric_labels(run: Any) -> dict[str, str]:
-    """Names for people: a CPU timing's time metric is wall-clock time, not a GPU duration."""
-    from nsight_agent.request import TIME_METRIC
-    from nsight_agent.views.runs import CPU_TIMER, timing_method
-
-    if timing_method(run, run.processed) == CPU_TIMER:
-        return {TIME_METRIC: "CPU time (perf_counter)"}
-    return {}
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -321,9 +311,9 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
 
     run = run_store.load_run(run_id, root)
     s = runs.profile_summary(run, offset=offset, limit=limit)
-    status = getattr(run, "status", "passed")
+    status = run.status
     if status != "passed":
-        failure = dict(getattr(run, "failure", None) or {}) | {"status": status}
+        failure = dict(run.failure or {}) | {"status": status}
         plain = f"run {run_id} {status.upper()} at {failure.get('stage')}: {failure.get('message')}"
         rest = [w for w in s.warnings or [] if run_id not in w]
         output.show(
@@ -331,7 +321,7 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
             tables.failed_run(run_id, failure, rest),
         )
         return 1
-    label = metric_labels(run)
+    label = runs.metric_labels(run)
     output.show(text.render_profile(s, label), tables.profile(s, label))
     return 0
 

@@ -13,7 +13,6 @@ from nsight_agent.cli.commands import (
     dump_json,
     kernel_source,
     measure_source,
-    metric_labels,
     parse_configs,
 )
 from nsight_agent.errors import InvalidRequestError
@@ -47,7 +46,7 @@ def compare_variants(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     import nsight_agent.cli.tables as tables
-    from nsight_agent.views import compare, text
+    from nsight_agent.views import compare, runs, text
     from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
 
     path = Path(args.file)
@@ -74,6 +73,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif args.json:
         print(dump_json(s))
     else:
-        label = metric_labels(run)
+        label = runs.metric_labels(run)
         output.show(text.render_compare(s, label), tables.compare(s, label))
     return 0

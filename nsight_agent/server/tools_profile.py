@@ -127,7 +127,7 @@ async def profile_kernel(
         )
         run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         s = run_views.profile_summary(run, limit=limit)
-        return result(s, text.render_profile(s))
+        return result(s, text.render_profile(s, run_views.metric_labels(run)))
 
 
 async def compare_variants(
@@ -174,7 +174,7 @@ async def compare_variants(
             )
             run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         s = compare.compare_summary(run, baseline=baseline, offset=offset, limit=limit)
-        return result(s, text.render_compare(s))
+        return result(s, text.render_compare(s, run_views.metric_labels(run)))
 
 
 async def roofline_metrics(

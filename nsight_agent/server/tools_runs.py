@@ -39,7 +39,7 @@ async def get_run(
         if against is None and baseline is None:
             run = await load(ctx, run_id)
             s = runs.profile_summary(run, metrics=metrics, offset=offset, limit=limit)
-            return result(s, text.render_profile(s))
+            return result(s, text.render_profile(s, runs.metric_labels(run)))
         d = await thread(lambda: baseline_store.diff(run_id, against, root)) if against else None
         named = None
         if baseline is not None:

@@ -224,6 +224,15 @@ CPU_TIMING_NOTE = (
 )
 
 
+def metric_labels(run: RunLike) -> dict[str, str]:
+    """Names for people: a CPU timing's time metric is wall-clock time, not a GPU duration."""
+    from nsight_agent.request import TIME_METRIC
+
+    if timing_method(run, run.processed) == CPU_TIMER:
+        return {TIME_METRIC: "CPU time (perf_counter)"}
+    return {}
+
+
 def timing_method(run: RunLike, frame: pd.DataFrame) -> str | None:
     """The timing path's timer (cupti, cuda_events, perf_counter), None for an ncu run."""
     method = (getattr(run, "extra", None) or {}).get("method")
