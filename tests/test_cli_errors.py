@@ -223,3 +223,14 @@ def test_metrics_says_when_nothing_matches_and_offers_close_names(
     assert cli.main(["metrics", *query.split()]) == 1
     err = capsys.readouterr().err
     assert f"no metric matches {query!r}" in err and offered in err, err
+
+
+def test_a_kernel_with_a_syntax_error_is_a_failure_not_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README's table: 1 for a broken kernel (a syntax error in a .py too), 2 for usage."""
+    broken = tmp_path / "kernel.py"
+    broken.write_text("def setup(n, device):\n    return (\n")
+    assert cli.main(["profile", str(broken), "--method", "timing"]) == 1
+    err = capsys.readouterr().err
+    assert "syntax error (line 2" in err and "nothing was run" in err, err

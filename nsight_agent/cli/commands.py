@@ -102,6 +102,11 @@ def kernel_source(path: Path, command: str) -> str:
     try:
         ast.parse(source, filename=str(path))
     except SyntaxError as err:
+        if path.suffix == ".py":  # a broken kernel (exit 1), not a file of the wrong kind (2)
+            raise NsightAgentError(
+                f"{path} has a syntax error (line {err.lineno}: {err.msg}); nothing was run.",
+                "Fix that line of your kernel source first.",
+            ) from err
         raise InvalidRequestError(
             f"{path} is not Python source (line {err.lineno}: {err.msg}); nothing was run.",
             f"{what}. If it is your kernel source, fix that line first.",
