@@ -123,3 +123,35 @@ def test_the_server_and_the_cli_start_without_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_readme_install_command_works_as_written(tmp_path: Path) -> None:
+    """The README's reports-only install, run as written in a clean virtual environment made
+    from a fresh copy of the clone, then the command it installs reads a bundled report."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Install", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    (command,) = [line.split("#")[0].strip() for line in block.splitlines() if "report" in line]
+    assert command == "pip install .", command
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "nsight_agent", "templates", "skills"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, clone / name)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = [str(venv / "bin" / "python"), "-m", *command.split()[:2], "-q", *command.split()[2:]]
+    done = subprocess.run(pip, cwd=clone, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = ROOT / "tests" / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
+    shown = subprocess.run(
+        [str(venv / "bin" / "nsight-agent"), "report", str(report), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert json.loads(shown.stdout)["kernels_total"] >= 1
