@@ -137,3 +137,8 @@ class NotAReportError(ExtractionError):
 
 class TruncatedReportError(ExtractionError):
     """The file starts as an Nsight Compute report but ends early (empty or cut short)."""
+
+
+# What Python says of a setup() called without its parameters: the caller gave no configs for
+# them (a usage error, which the command line exits 2 for).
+MISSING_CONFIG = "setup() missing"

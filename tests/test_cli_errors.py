@@ -234,3 +234,18 @@ def test_a_kernel_with_a_syntax_error_is_a_failure_not_a_usage_error(
     assert cli.main(["profile", str(broken), "--method", "timing"]) == 1
     err = capsys.readouterr().err
     assert "syntax error (line 2" in err and "nothing was run" in err, err
+
+
+def test_forgetting_the_configs_is_a_usage_error_naming_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    source = tmp_path / "k.py"
+    source.write_text(
+        "import torch\n\ndef setup(n, device):\n    return (torch.ones(n, device=device),)\n\n"
+        "def run(x):\n    return x * 2\n"
+    )
+    assert cli.main(["profile", str(source), "--language", "torch", "--method", "timing"]) == 2
+    err = capsys.readouterr().err
+    assert "missing 1 required positional argument: 'n'" in err
+    assert "--config n=1024" in err and "--grid" in err, err

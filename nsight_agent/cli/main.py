@@ -23,6 +23,7 @@ import nsight_agent.cli.compare as compare
 import nsight_agent.cli.output as output
 import nsight_agent.cli.parser as parser
 from nsight_agent.errors import (
+    MISSING_CONFIG,
     ExtractionError,
     InvalidRequestError,
     NsightAgentError,
@@ -55,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except NsightAgentError as err:
         output.error(str(err))
-        return 1
+        # A setup() run without its parameters: the configs were not given (a usage error).
+        return 2 if MISSING_CONFIG in str(err) else 1
     except BrokenPipeError:
         # The reader went away (`| head`): stay quiet, and keep Python's exit flush quiet too.
         devnull = os.open(os.devnull, os.O_WRONLY)

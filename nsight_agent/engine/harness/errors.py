@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from nsight_agent.errors import HarnessError
+from nsight_agent.errors import MISSING_CONFIG, HarnessError
 
 Stage = Literal["import", "setup", "compile", "entry", "check"]
 
@@ -17,9 +17,14 @@ _HINTS: dict[str, str] = {
     "check": "The outputs are malformed (not tensors, wrong shape or dtype, NaN/Inf, aliasing "
     "inputs): fix the entry so it returns the same outputs as the baseline.",
 }
-KERNELS_EXTRA = 'pip install "nsight-agent[kernels]"'
+KERNELS_EXTRA = 'pip install ".[kernels]" in a clone of nsight-agent'
 # (text in the message, hint): failures whose cause is not a line of the user's source.
 _CAUSE_HINTS: tuple[tuple[str, str], ...] = (
+    (
+        MISSING_CONFIG,
+        'setup() takes parameters that no config gave: pass them as configs (MCP: configs=[{"n": '
+        "1024}]; CLI: --config n=1024, or --grid '{\"n\": [1024, 4096]}').",
+    ),
     (
         "No module named 'torch'",
         f"PyTorch is not installed where the harness runs: {KERNELS_EXTRA} (or install torch "
