@@ -101,7 +101,7 @@ def server_env(tmp_path: Path, ncu: bool) -> dict[str, str]:
         env["NCU"] = str(stand_in)
     else:
         env["NCU"] = "/nonexistent"
-        env["PATH"] = "/usr/bin:/bin"  # no ncu: the call runs the CPU pre-flight
+        env["PATH"] = "/usr/bin:/bin"  # no ncu: the call takes the timing path (method below)
     return env
 
 
@@ -128,7 +128,7 @@ def stdio_server_in_a_run(tmp_path: Path, ncu: bool, when: str) -> subprocess.Po
     assert proc.stdout is not None and b'"id":1' in proc.stdout.readline()
     send(proc, {"method": "notifications/initialized"})
     args = {"source": HANGS.format(when=when, flag=str(flag)), "configs": [{"n": 8}],
-            "language": "torch"}  # fmt: skip
+            "language": "torch", **({} if ncu else {"method": "timing"})}  # fmt: skip
     send(proc, {"id": 2, "method": "tools/call",
                 "params": {"name": "profile_kernel", "arguments": args}})  # fmt: skip
     wait_for("the source started hanging", flag.exists)
@@ -147,7 +147,7 @@ def cleanup() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 STAGES = [
-    pytest.param(False, IN_PREFLIGHT, "pre-flight", id="cold pre-flight (no ncu)"),
+    pytest.param(False, IN_PREFLIGHT, "pre-flight", id="timing pre-flight (no ncu)"),
     pytest.param(True, IN_PREFLIGHT, "pre-flight", id="warm pre-flight"),
     pytest.param(True, UNDER_NCU, "ncu", id="under ncu"),
 ]
@@ -235,8 +235,12 @@ async def test_an_http_server_ended_mid_run_answers_and_records_interrupted(
     )  # fmt: skip
     cleanup.append(proc)
     wait_for("the server listens", lambda: _listens(port), 60)
-    args = {"source": HANGS.format(when=IN_PREFLIGHT, flag=str(flag)), "configs": [{"n": 8}],
-            "language": "torch"}  # fmt: skip
+    args = {
+        "source": HANGS.format(when=IN_PREFLIGHT, flag=str(flag)),
+        "configs": [{"n": 8}],
+        "language": "torch",
+        "method": "timing",
+    }  # fmt: skip (no ncu: the timing path)
     http = httpx2.AsyncClient(timeout=120)
     url = f"http://127.0.0.1:{port}/mcp"
 
