@@ -130,6 +130,8 @@ def test_compare_view_reads_timing_rows_unchanged(tmp_path: Path) -> None:
         warnings=[],
         artifacts={},
         seconds=0.0,
+        dropped={},
+        suspects=[],
     )
     summary = compare_summary(fake, baseline="A")
     assert summary.metric == timing.METRIC

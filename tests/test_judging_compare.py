@@ -173,6 +173,8 @@ def fake_run(processed: pd.DataFrame, checks: list[Any] | None = None, **request
         warnings=[],
         artifacts={},
         seconds=1.23456,
+        dropped={},
+        suspects=[],
     )
 
 

@@ -182,8 +182,8 @@ def test_candidates_get_their_verdicts_and_kernelbench_fields(
     # The raising candidate is its own error, with the line in its own file; the rest ran.
     assert got["raises"] == "error"
     raised = run.dropped["raises"]
-    assert raised["variant"] == "raises" and raised["line"] == 10
-    assert "candidate kernel launch failed" in raised["message"]
+    assert raised.variant == "raises" and raised.line == 10
+    assert "candidate kernel launch failed" in raised.message
     assert set(run.processed["Annotation"]) == {"ref", *names} - {"raises"}
 
     report = kernelbench_report(compare_summary(run, limit=100))

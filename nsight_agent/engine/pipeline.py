@@ -45,6 +45,7 @@ from nsight_agent.engine.collection import (
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.store.records import DroppedVariant, dropped_from, suspects_from
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -176,7 +177,7 @@ def preflight(
 
 
 def _variant_failures(
-    checks: list[OutputCheck], dropped: dict[str, dict[str, Any]]
+    checks: list[OutputCheck], dropped: dict[str, DroppedVariant]
 ) -> dict[str, dict[str, Any]]:
     """The variants that failed alone, for the run's status: wrong outputs (at the check
     stage) and those dropped with their verdicts."""
@@ -185,8 +186,7 @@ def _variant_failures(
         for c in checks
         if not c.ok
     }
-    for name, d in dropped.items():
-        out[name] = {k: d.get(k) for k in ("verdict", "stage", "message") if d.get(k)}
+    out.update({name: d.status_entry() for name, d in dropped.items()})
     return out
 
 
@@ -340,7 +340,7 @@ def _measured_run(
             raise
         measured = measured_with([m for m in metrics if m not in added])
     uneven = {
-        name: {"verdict": "suspect", "stage": "profile", "message": why}
+        name: DroppedVariant(verdict="suspect", stage="profile", message=why)
         for name, why in droppable.items()
         if why
     }
@@ -353,7 +353,7 @@ def _measured_run(
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
     manifest["kernels"] = kernels
     found_suspects = [
-        *(manifest.get("suspects") or []),
+        *suspects_from(manifest.get("suspects")),
         *outputs.floor_suspects(
             measured.processed,
             request,
@@ -378,7 +378,7 @@ def _measured_run(
         cuda_build=pre.cuda_build,
         preflight=pre,
         extra={"profile_cuda_build": manifest.get("cuda_build")},
-        dropped={**pre.dropped, **(manifest.get("dropped") or {}), **uneven},
+        dropped={**pre.dropped, **dropped_from(manifest.get("dropped")), **uneven},
         suspects=outputs.first_per_config(found_suspects),
     )
 

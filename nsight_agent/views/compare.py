@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from nsight_agent.engine.store.records import DroppedVariant
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
 from nsight_agent.views.common import Page, page, sig
@@ -167,11 +168,8 @@ def compare_summary(
             f"Run {run.run_id} has no {metric!r} rows to compare.",
             f"Metrics in this run: {', '.join(dict.fromkeys(run.processed['Metric']))}.",
         )
-    dropped: dict[str, dict[str, Any]] = dict(getattr(run, "dropped", None) or {})
-    suspects = {
-        (str(s["variant"]), int(s["config_index"])): str(s["reason"])
-        for s in getattr(run, "suspects", None) or []
-    }
+    dropped = run.dropped
+    suspects = {(s.variant, s.config_index): s.reason for s in run.suspects}
     variants = variant_names(frame)
     variants += [v for v in dropped if v not in variants]
     base = baseline or getattr(run.request, "baseline", None) or variants[0]
@@ -241,17 +239,14 @@ def compare_summary(
     )
 
 
-def _dropped(detail: dict[str, Any]) -> VariantTiming:
+def _dropped(d: DroppedVariant) -> VariantTiming:
     """A variant not measured: it raised (error), launched no kernel, or had outputs of the
     wrong structure (incorrect); its message says where."""
-    verdict = str(detail.get("verdict") or "error")
-    where = f" at {detail['stage']}" if detail.get("stage") else ""
-    line = f" (line {detail['line']})" if detail.get("line") else ""
-    config = f", config #{detail['config_index']}" if detail.get("config_index") is not None else ""
+    where = f" at {d.stage}" if d.stage else ""
+    line = f" (line {d.line})" if d.line else ""
+    config = f", config #{d.config_index}" if d.config_index is not None else ""
     return VariantTiming(
-        time=None,
-        verdict=verdict if verdict in FAILING else "error",  # type: ignore[arg-type]
-        check=f"{verdict}{where}{line}{config}: {detail.get('message', '')}"[:300],
+        time=None, verdict=d.verdict, check=f"{d.verdict}{where}{line}{config}: {d.message}"[:300]
     )
 
 

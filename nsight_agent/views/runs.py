@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
+from nsight_agent.engine.store.records import DroppedVariant, Suspect
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.views.builds import build_note
 from nsight_agent.views.common import ARTIFACT_URI, Page, page, scalar, sig
@@ -30,6 +31,8 @@ class RunLike(Protocol):
     warnings: list[str]
     artifacts: dict[str, Path]
     seconds: float
+    dropped: dict[str, DroppedVariant]
+    suspects: list[Suspect]
 
 
 def param_names(processed: pd.DataFrame) -> list[str]:
@@ -156,16 +159,16 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
     A wrong variant is said once, with the configs it failed (each config's entry keeps its own
     check text), not once per config."""
     out = _one_line_per_wrong_variant(list(run.warnings))
-    for name, d in (getattr(run, "dropped", None) or {}).items():
+    for name, d in run.dropped.items():
         out.append(
-            f"variant {name!r} was not measured: {d.get('verdict')} at {d.get('stage')}"
-            + (f" (line {d['line']})" if d.get("line") else "")
-            + f": {str(d.get('message', ''))[:200]}"
+            f"variant {name!r} was not measured: {d.verdict} at {d.stage}"
+            + (f" (line {d.line})" if d.line else "")
+            + f": {d.message[:200]}"
         )
-    for s in getattr(run, "suspects", None) or []:
+    for s in run.suspects:
         out.append(
-            f"variant {s['variant']!r} is SUSPECT for config #{s['config_index']}: "
-            f"{str(s['reason'])[:240]}; no speedup is claimed for it"
+            f"variant {s.variant!r} is SUSPECT for config #{s.config_index}: "
+            f"{s.reason[:240]}; no speedup is claimed for it"
         )
     compiled = build_note(run)  # compile time apart from the measuring
     out += [compiled] if compiled else []

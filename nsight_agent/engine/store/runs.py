@@ -22,6 +22,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from nsight_agent.engine.harness import render
+from nsight_agent.engine.store.records import DroppedVariant, Suspect, dropped_from, suspects_from
 from nsight_agent.engine.store.run_status import (
     STATUS_FILE,
     owner_gone,
@@ -75,10 +76,8 @@ class PreflightResult(BaseModel):
     builds: list[dict[str, Any]] = []  # torch extensions the sources built at import
     run_id: str | None = None  # set by preflight(): its files are in <runs_root>/<run_id>/
     warm: bool = False  # run on a warm worker (no new interpreter), not in a new process
-    # Variants that failed alone and are not measured further: name -> verdict (error, suspect,
-    # no_kernel, incorrect), stage, message, line, config_index.
-    dropped: dict[str, dict[str, Any]] = {}
-    suspects: list[dict[str, Any]] = []  # variant, config_index, reason
+    dropped: dict[str, DroppedVariant] = {}  # variants that failed alone, by name
+    suspects: list[Suspect] = []
 
 
 @dataclass
@@ -98,8 +97,8 @@ class RunResult:
     cuda_build: dict[str, Any] | None = None  # first build of this request (pre-flight)
     preflight: PreflightResult | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # as PreflightResult's
-    suspects: list[dict[str, Any]] = field(default_factory=list)  # variant, config_index, reason
+    dropped: dict[str, DroppedVariant] = field(default_factory=dict)  # as PreflightResult's
+    suspects: list[Suspect] = field(default_factory=list)
     status: str = "passed"  # passed | failed | timed_out | cancelled | interrupted (status.json)
     failure: dict[str, Any] | None = None  # stage and message of a run that did not pass
 
@@ -194,8 +193,8 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
         cuda_build=data.get("cuda_build"),
         preflight=PreflightResult(**pre) if pre else None,
         extra=data.get("extra", {}),
-        dropped=data.get("dropped", {}),
-        suspects=data.get("suspects", []),
+        dropped=dropped_from(data.get("dropped")),
+        suspects=suspects_from(data.get("suspects")),
     )
 
 
@@ -325,8 +324,8 @@ def save_result(result: RunResult) -> None:
         "cuda_build": result.cuda_build,
         "preflight": result.preflight.model_dump() if result.preflight else None,
         "extra": result.extra,
-        "dropped": result.dropped,
-        "suspects": result.suspects,
+        "dropped": {name: d.model_dump() for name, d in result.dropped.items()},
+        "suspects": [s.model_dump() for s in result.suspects],
     }
     write_atomic(result.run_dir / "result.json", json.dumps(data, indent=1, default=str))
     for key, name in (("raw_csv", "raw.csv"), ("processed_csv", "processed.csv")):

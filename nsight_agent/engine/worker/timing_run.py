@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine.harness import checks, ext_builds, integrity, kernelbench, runtime
+from nsight_agent.engine.store.records import Suspect, dropped_from
 from nsight_agent.engine.worker import timing
 from nsight_agent.engine.worker.timing import TimingOptions, TimingResult
 from nsight_agent.errors import InvalidRequestError
@@ -77,11 +78,11 @@ def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
             note = integrity.replaced_note(at_import)
             result.notes.append(f"the source {note}")
             result.suspects = [
-                {"variant": name, "config_index": ci, "reason": note}
+                Suspect(variant=name, config_index=ci, reason=note)
                 for name in entries
                 for ci in range(len(spec["configs"]))
             ]
-        result.dropped = {**dropped, **result.dropped}
+        result.dropped = {**dropped_from(dropped), **result.dropped}
         return result
     finally:
         timing.GUARD.clear()
