@@ -45,7 +45,7 @@ from nsight_agent.engine.collection import (
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.store.records import DroppedVariant, dropped_from, suspects_from
+from nsight_agent.engine.store import records
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -177,7 +177,7 @@ def preflight(
 
 
 def _variant_failures(
-    checks: list[OutputCheck], dropped: dict[str, DroppedVariant]
+    checks: list[OutputCheck], dropped: dict[str, records.DroppedVariant]
 ) -> dict[str, dict[str, Any]]:
     """The variants that failed alone, for the run's status: wrong outputs (at the check
     stage) and those dropped with their verdicts."""
@@ -220,7 +220,7 @@ def profile(
 
         record.stage("ncu")
         say(0, total, "profiling under ncu")
-        poll = _poller(cancel, on_progress, run_dir / "progress.txt", total)
+        poll = _poller(cancel, on_progress, records.RunFiles.in_folder(run_dir).progress, total)
         collected = ncu_run.collect_harness(
             request, run_dir, run_id, poll, sorted(pre.dropped), targets
         )
@@ -312,10 +312,10 @@ def _measured_run(
 ) -> RunResult:
     """extract and aggregate (report + manifest -> rows -> frame), then check (outputs and
     kernel counts -> OutputOK, warnings)."""
-    artifacts = artifact_paths(run_dir)
+    files = records.RunFiles.in_folder(run_dir)
     metrics = work.collected_metrics(request)
     added = work.added_metrics(request)  # read for the work check, not asked for
-    manifest = measure.read_manifest(artifacts["manifest"])
+    manifest = measure.read_manifest(files.manifest)
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
     baseline = request.baseline_name()
@@ -323,7 +323,7 @@ def _measured_run(
 
     def measured_with(names: list[str]) -> measure.Measured:
         return measure.measure(
-            artifacts["report"],
+            files.report,
             manifest,
             names,
             configs,
@@ -340,7 +340,7 @@ def _measured_run(
             raise
         measured = measured_with([m for m in metrics if m not in added])
     uneven = {
-        name: DroppedVariant(verdict="suspect", stage="profile", message=why)
+        name: records.DroppedVariant(verdict="suspect", stage="profile", message=why)
         for name, why in droppable.items()
         if why
     }
@@ -353,7 +353,7 @@ def _measured_run(
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
     manifest["kernels"] = kernels
     found_suspects = [
-        *suspects_from(manifest.get("suspects")),
+        *records.suspects_from(manifest.get("suspects")),
         *outputs.floor_suspects(
             measured.processed,
             request,
@@ -363,7 +363,7 @@ def _measured_run(
         *work.work_suspects(measured.processed, request),
     ]
     processed, raw = work.without(measured.processed, added), work.without(measured.raw, added)
-    artifacts["manifest"].write_text(json.dumps(manifest, indent=1))
+    files.manifest.write_text(json.dumps(manifest, indent=1))
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
@@ -373,12 +373,12 @@ def _measured_run(
         checks=checks,
         kernels=kernels,
         warnings=outputs.ncu_run_warnings(request, checks, kernels, most, pre),
-        artifacts={k: p for k, p in artifacts.items() if p.exists()},
+        artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
         seconds=seconds,
         cuda_build=pre.cuda_build,
         preflight=pre,
         extra={"profile_cuda_build": manifest.get("cuda_build")},
-        dropped={**pre.dropped, **dropped_from(manifest.get("dropped")), **uneven},
+        dropped={**pre.dropped, **records.dropped_from(manifest.get("dropped")), **uneven},
         suspects=outputs.first_per_config(found_suspects),
     )
 

@@ -50,11 +50,11 @@ class RooflineSummary(BaseModel):
 
 def _call_map(run: RunLike) -> dict[int, tuple[int, int]]:
     """call index -> (config index, run index) from the run's manifest, when it has one."""
-    path = run.artifacts.get("manifest")
-    if path is None or not Path(path).is_file():
+    path = run.files.manifest
+    if not path.is_file():
         return {}
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(path.read_text())
         return {int(c["call"]): (int(c["config"]), int(c["run"])) for c in data["calls"]}
     except (KeyError, TypeError, ValueError):
         return {}

@@ -12,7 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
-from nsight_agent.engine.store.records import DroppedVariant, Suspect
+from nsight_agent.engine.store.records import DroppedVariant, RunFiles, Suspect
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.views.builds import build_note
 from nsight_agent.views.common import ARTIFACT_URI, Page, page, scalar, sig
@@ -33,6 +33,9 @@ class RunLike(Protocol):
     seconds: float
     dropped: dict[str, DroppedVariant]
     suspects: list[Suspect]
+
+    @property
+    def files(self) -> RunFiles: ...
 
 
 def param_names(processed: pd.DataFrame) -> list[str]:

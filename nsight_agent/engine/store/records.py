@@ -1,5 +1,5 @@
-"""Typed records of what a run produced: the variants it dropped and the measurements it
-holds suspect.
+"""Typed records of what a run produced: the variants it dropped, the measurements it holds
+suspect, and its files by role.
 
 The harness writes the first two into its manifest as plain JSON (it runs in the profiled
 process and imports nothing of the store); ``dropped_from`` and ``suspects_from`` read them
@@ -9,6 +9,8 @@ there, and the run's files store them back in the same bytes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
@@ -66,4 +68,40 @@ def suspects_from(raw: Iterable[Mapping[str, Any]] | None) -> list[Suspect]:
     return [Suspect.model_validate(dict(s)) for s in raw or []]
 
 
-__all__ = ["DropVerdict", "DroppedVariant", "Suspect", "dropped_from", "suspects_from"]
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of one profiled run by role: what ncu and the profiled process write, and the
+    tables read from them. A run folder's are ``in_folder``; ``analyze.kernel`` names its own
+    after its output prefix."""
+
+    report: Path  # the .ncu-rep
+    ncu_log: Path
+    program_output: Path  # the profiled program's stdout and stderr
+    manifest: Path  # the harness's record of its calls, checks and kernels
+    error: Path  # the traceback the profiled program writes when it fails
+    progress: Path  # one line per call done
+    raw_csv: Path
+    processed_csv: Path
+
+    @classmethod
+    def in_folder(cls, run_dir: Path) -> RunFiles:
+        return cls(
+            report=run_dir / "report.ncu-rep",
+            ncu_log=run_dir / "ncu.log",
+            program_output=run_dir / "program-output.log",
+            manifest=run_dir / "manifest.json",
+            error=run_dir / "error.json",
+            progress=run_dir / "progress.txt",
+            raw_csv=run_dir / "raw.csv",
+            processed_csv=run_dir / "processed.csv",
+        )
+
+
+__all__ = [
+    "DropVerdict",
+    "DroppedVariant",
+    "RunFiles",
+    "Suspect",
+    "dropped_from",
+    "suspects_from",
+]

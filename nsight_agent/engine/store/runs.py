@@ -22,7 +22,13 @@ import pandas as pd
 from pydantic import BaseModel
 
 from nsight_agent.engine.harness import render
-from nsight_agent.engine.store.records import DroppedVariant, Suspect, dropped_from, suspects_from
+from nsight_agent.engine.store.records import (
+    DroppedVariant,
+    RunFiles,
+    Suspect,
+    dropped_from,
+    suspects_from,
+)
 from nsight_agent.engine.store.run_status import (
     STATUS_FILE,
     owner_gone,
@@ -102,6 +108,11 @@ class RunResult:
     status: str = "passed"  # passed | failed | timed_out | cancelled | interrupted (status.json)
     failure: dict[str, Any] | None = None  # stage and message of a run that did not pass
 
+    @property
+    def files(self) -> RunFiles:
+        """Its files by role (``artifacts`` names those that exist, for answers)."""
+        return RunFiles.in_folder(self.run_dir)
+
     def ok(self, variant: str, config_index: int) -> bool:
         """False unless the variant's outputs were checked correct for that config."""
         return any(
@@ -179,12 +190,13 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
     pre = data.get("preflight")
     artifacts = {k: p for k, p in artifact_paths(run_dir).items() if p.exists()}
     artifacts["result"] = run_dir / "result.json"
+    files = RunFiles.in_folder(run_dir)
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
         request=read_request(run_dir),
-        processed=pd.read_csv(run_dir / "processed.csv"),
-        raw=pd.read_csv(run_dir / "raw.csv"),
+        processed=pd.read_csv(files.processed_csv),
+        raw=pd.read_csv(files.raw_csv),
         checks=[OutputCheck(**c) for c in data["checks"]],
         kernels=data["kernels"],
         warnings=data["warnings"],
@@ -217,8 +229,8 @@ def _failed_run(run_id: str, run_dir: Path, status: dict[str, Any], state: str) 
         ) from err
     failure = {k: status.get(k) for k in ("status", "stage", "message", "error")}
     failure["status"] = state
-    named = artifact_paths(run_dir)
-    for extra in ("error.json", "preflight-output.log", "preflight-error.json"):
+    named = artifact_paths(run_dir) | {"error_json": RunFiles.in_folder(run_dir).error}
+    for extra in ("preflight-output.log", "preflight-error.json"):
         named[extra.replace(".", "_").replace("-", "_")] = run_dir / extra
     return RunResult(
         run_id=run_id,
@@ -296,25 +308,28 @@ def read_request(run_dir: Path) -> ProfileRequest:
 
 
 def artifact_paths(run_dir: Path) -> dict[str, Path]:
-    names = {
-        "request": "request.json",
-        "harness": "harness.py",
-        "source": f"{render.MAIN_MODULE}.py",
-        "manifest": "manifest.json",
-        "report": "report.ncu-rep",
-        "ncu_log": "ncu.log",
-        "program_output": "program-output.log",
-        "raw_csv": "raw.csv",
-        "processed_csv": "processed.csv",
-        "status": STATUS_FILE,
+    """A run's files by the names answers publish (resources nsight-agent://runs/{id}/{name});
+    the engine itself reads them by role (``RunFiles``)."""
+    files = RunFiles.in_folder(run_dir)
+    return {
+        "request": run_dir / "request.json",
+        "harness": run_dir / "harness.py",
+        "source": run_dir / f"{render.MAIN_MODULE}.py",
+        "manifest": files.manifest,
+        "report": files.report,
+        "ncu_log": files.ncu_log,
+        "program_output": files.program_output,
+        "raw_csv": files.raw_csv,
+        "processed_csv": files.processed_csv,
+        "status": run_dir / STATUS_FILE,
     }
-    return {k: run_dir / v for k, v in names.items()}
 
 
 def save_result(result: RunResult) -> None:
     """Write raw.csv, processed.csv and result.json: what ``load_run`` reads back."""
-    result.raw.to_csv(result.run_dir / "raw.csv", index=False)
-    result.processed.to_csv(result.run_dir / "processed.csv", index=False)
+    files = result.files
+    result.raw.to_csv(files.raw_csv, index=False)
+    result.processed.to_csv(files.processed_csv, index=False)
     data = {
         "run_id": result.run_id,
         "checks": [c.model_dump() for c in result.checks],
@@ -328,6 +343,5 @@ def save_result(result: RunResult) -> None:
         "suspects": [s.model_dump() for s in result.suspects],
     }
     write_atomic(result.run_dir / "result.json", json.dumps(data, indent=1, default=str))
-    for key, name in (("raw_csv", "raw.csv"), ("processed_csv", "processed.csv")):
-        result.artifacts[key] = result.run_dir / name
+    result.artifacts |= {"raw_csv": files.raw_csv, "processed_csv": files.processed_csv}
     result.artifacts["result"] = result.run_dir / "result.json"
