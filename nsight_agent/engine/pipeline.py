@@ -58,7 +58,7 @@ from nsight_agent.engine.store.runs import (
     save_result,
     write_request,
 )
-from nsight_agent.engine.worker.pool import TimeJob, WorkerPool, warm_preflight
+from nsight_agent.engine.worker.pool import TimeJob, TimingOptions, WorkerPool, warm_preflight
 from nsight_agent.errors import InvalidRequestError, RunCancelledError, UnknownMetricError
 from nsight_agent.request import ProfileRequest
 
@@ -264,12 +264,12 @@ def time_request(
             raise RunCancelledError("The run was cancelled before timing started.")
 
         record.stage("timing")
-        options: dict[str, Any] = {
-            "min_runs": max(request.runs, 5),
-            "warmup_min": max(request.warmup, 1),
-        }
-        options |= {k: v for k, v in (("rtol", request.rtol), ("atol", request.atol)) if v}
-        job = TimeJob(str(run_dir), where.split(":")[0], options | {"skip": sorted(pre.dropped)})
+        options = TimingOptions(
+            min_runs=max(request.runs, 5),
+            warmup_min=max(request.warmup, 1),
+            skip=tuple(sorted(pre.dropped)),
+        )
+        job = TimeJob(str(run_dir), where.split(":")[0], options)
         # A timing.TimingResult (that module imports torch: not imported here, so the server
         # and the CLI start where torch is not installed).
         timed: Any = pool.run(where, job, request.timeout_s, cancel)

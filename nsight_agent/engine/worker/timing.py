@@ -50,29 +50,11 @@ from nsight_agent.engine.harness import checks, integrity, runtime
 from nsight_agent.engine.store.records import DroppedVariant, Suspect, dropped_from
 from nsight_agent.engine.worker import timer as timer_module
 from nsight_agent.engine.worker.timer import Call, Timer
+from nsight_agent.engine.worker.timing_options import TimingOptions as TimingOptions
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
 
 METRIC = TIME_METRIC
-
-
-@dataclass
-class TimingOptions:
-    min_runs: int = 10
-    max_runs: int = 200
-    ci_target_pct: float = 1.5
-    warmup_min: int = 3
-    warmup_max: int = 50
-    steady_pct: float = 5.0
-    max_seconds: float = 20.0  # per config, the timed runs
-    flush_l2: bool = True
-    seed: int = 0
-    rtol: float | None = None
-    atol: float | None = None
-    skip: tuple[str, ...] = ()  # variants dropped before (at the pre-flight)
-    vary_inputs: bool = True
-    tolerances: dict[str, tuple[float, float]] | None = None  # (rtol, atol) by dtype name
-    peak_dram_bytes_per_s: float | None = None  # default: NVML's, on a GPU
 
 
 @dataclass
