@@ -310,6 +310,7 @@ def _cpu_timing_run(n: int) -> Any:
         extra={"method": "perf_counter"},
         dropped={},
         suspects=[],
+        preflight=None,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine.store.records import DroppedVariant
+from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
 from nsight_agent.views.common import Page, page, sig
@@ -118,10 +119,10 @@ def config_verdict(v: Mapping[str, Any], b: Mapping[str, Any]) -> Verdict:
     return "within_noise"
 
 
-def _check_text(check: Any) -> str:
-    parts = [str(getattr(check, "message", "") or "output differs from the baseline")]
-    for name in ("max_abs_err", "max_rel_err"):
-        value = sig(getattr(check, name, None), 3)
+def _check_text(check: OutputCheck) -> str:
+    parts = [check.message or "output differs from the baseline"]
+    for name, err in (("max_abs_err", check.max_abs_err), ("max_rel_err", check.max_rel_err)):
+        value = sig(err, 3)
         if value is not None:
             parts.append(f"{name}={value}")
     return "; ".join(parts)[:300]
@@ -172,7 +173,7 @@ def compare_summary(
     suspects = {(s.variant, s.config_index): s.reason for s in run.suspects}
     variants = variant_names(frame)
     variants += [v for v in dropped if v not in variants]
-    base = baseline or getattr(run.request, "baseline", None) or variants[0]
+    base = baseline or run.request.baseline or variants[0]
     if base not in variants:
         raise InvalidRequestError(
             f"Baseline {base!r} is not a variant of run {run.run_id}.",
@@ -194,9 +195,9 @@ def compare_summary(
         for name in variants:
             r = rows.get((name, idx))
             check = checks.get((name, idx))
-            failed = check is not None and not bool(check.ok)
+            failed = check is not None and not check.ok
             timing = _timing(r, b, is_base=name == base, failed=failed)
-            if failed:
+            if check is not None and failed:
                 timing.check = _check_text(check)
             elif name in dropped:
                 timing = _dropped(dropped[name])

@@ -73,7 +73,7 @@ def roofline_summary(
     actions = extraction.iter_actions(loaded)
     calls = _call_map(run) if run is not None else {}
     configs = config_list(run) if run is not None else []
-    ignore = set(getattr(run.request, "ignore_kernels", []) or []) if run is not None else set()
+    ignore = set(run.request.ignore_kernels) if run is not None else set()
     items: list[KernelRoofline] = []
     gpu = None
     for action in actions:
