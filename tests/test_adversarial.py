@@ -66,7 +66,7 @@ def test_every_cpu_exploit_gets_its_verdict_on_the_timing_path(
     assert any("setup ignores the seed" in w for w in run.warnings)
     # The raising variant is a row with its message and line; the others were measured.
     raised = run.dropped["raises"]
-    assert raised["verdict"] == "error" and raised["line"] and "broken" in raised["message"]
+    assert raised.verdict == "error" and raised.line and "broken" in raised.message
     measured = set(run.processed["Annotation"])
     assert "honest" in measured and "raises" not in measured
 

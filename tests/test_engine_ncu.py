@@ -15,6 +15,7 @@ import pytest
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.engine.worker import shipping
 from nsight_agent.errors import (
     CollectionTimeoutError,
@@ -109,13 +110,12 @@ def test_ncu_found_through_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 def make_run(
     tmp_path: Path, log: str, rc: int = 0, report: bool = True, output: str = ""
 ) -> ncu.NcuRun:
-    (tmp_path / "ncu.log").write_text(log)
-    (tmp_path / "out.log").write_text(output)
+    files = RunFiles.in_folder(tmp_path)
+    files.ncu_log.write_text(log)
+    files.program_output.write_text(output)
     if report:
-        (tmp_path / "r.ncu-rep").write_bytes(b"x")
-    return ncu.NcuRun(
-        [], rc, tmp_path / "r.ncu-rep", tmp_path / "ncu.log", tmp_path / "out.log", 1.0
-    )
+        files.report.write_bytes(b"x")
+    return ncu.NcuRun([], rc, files, 1.0)
 
 
 # ncu 2025.3.1's own lines, as seen on the H200 (probe/run.sh, 2026-11-29), or its documented ones.
@@ -185,9 +185,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     with pytest.raises(CollectionTimeoutError, match="8 s limit"):
         ncu.run(
             [sys.executable, "-c", script],
-            report_path=tmp_path / "r.ncu-rep",
-            log_path=tmp_path / "l.log",
-            output_path=tmp_path / "o.log",
+            files=RunFiles.in_folder(tmp_path),
             timeout=8,
             poll_interval=0.1,
         )
@@ -212,8 +210,7 @@ def test_poll_exception_stops_the_run(tmp_path: Path) -> None:
     with pytest.raises(Cancelled):
         ncu.run(
             [sys.executable, "-c", "import time; time.sleep(30)"],
-            report_path=tmp_path / "r.ncu-rep", log_path=tmp_path / "l.log",
-            output_path=tmp_path / "o.log", timeout=60, poll=poll, poll_interval=0.1,
+            files=RunFiles.in_folder(tmp_path), timeout=60, poll=poll, poll_interval=0.1,
         )  # fmt: skip
 
 
@@ -277,10 +274,11 @@ def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
         import sys
         from pathlib import Path
         from nsight_agent.engine.collection import ncu
+        from nsight_agent.engine.store.records import RunFiles
         d = Path({str(tmp_path)!r})
         script = "import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)"
-        ncu.run([sys.executable, "-c", script], report_path=d / "r.ncu-rep",
-                log_path=d / "l.log", output_path=d / "o.log", timeout=60, poll_interval=0.1)
+        ncu.run([sys.executable, "-c", script], files=RunFiles.in_folder(d), timeout=60,
+                poll_interval=0.1)
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", parent], env=process.child_env())

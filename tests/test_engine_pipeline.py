@@ -227,21 +227,21 @@ def test_kernel_counts_of_a_gpu_preflight_are_checked_per_variant_and_config() -
         "variant 'never', config #1: the entry launched no CUDA kernel (are the tensors on "
         "the GPU? does it return a cached result?)",
     ]
-    assert {k: v["verdict"] for k, v in result.dropped.items()} == {
+    assert {k: v.verdict for k, v in result.dropped.items()} == {
         "flaky": "suspect",
         "cached": "suspect",
         "never": "no_kernel",
     }
-    assert result.dropped["cached"]["config_index"] == 1
+    assert result.dropped["cached"].config_index == 1
     # Wrong values are the stronger truth: a cache that fails the check is incorrect.
     wrong = pipeline.OutputCheck(
         variant="cached", config_index=1, config={}, ok=False, message="values differ"
     )
     checked = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0, checks=[wrong])
     preflight_run._add_check_errors(checked, manifest, "run")
-    assert checked.dropped["cached"]["verdict"] == "incorrect"
-    assert checked.dropped["cached"]["stage"] == "check"
-    assert checked.dropped["cached"]["message"].startswith("values differ; and its first call")
+    assert checked.dropped["cached"].verdict == "incorrect"
+    assert checked.dropped["cached"].stage == "check"
+    assert checked.dropped["cached"].message.startswith("values differ; and its first call")
     preflight_run.raise_if_broken(result)  # a variant's failure does not end the run
     # The baseline's own failure does: nothing can be compared without it.
     base = pipeline.PreflightResult(ok=True, device="cuda", seconds=1.0)
@@ -325,9 +325,9 @@ def test_a_variant_that_fails_alone_is_dropped_and_the_others_go_to_ncu(
         0,
         0.0,
     )
-    assert pre.dropped["bad"]["verdict"] == "incorrect" and pre.dropped["bad"]["reason"] == "dtype"
-    assert pre.dropped["boom"]["verdict"] == "error" and pre.dropped["boom"]["stage"] == "entry"
-    assert "boom" in pre.dropped["boom"]["message"] and pre.dropped["boom"]["line"] == 12
+    assert pre.dropped["bad"].verdict == "incorrect" and pre.dropped["bad"].reason == "dtype"
+    assert pre.dropped["boom"].verdict == "error" and pre.dropped["boom"].stage == "entry"
+    assert "boom" in pre.dropped["boom"].message and pre.dropped["boom"].line == 12
     preflight_run.raise_if_broken(pre)
 
 

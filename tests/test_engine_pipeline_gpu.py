@@ -182,9 +182,9 @@ def test_preflight_on_gpu_catches_changing_and_missing_kernels(tmp_path: Path) -
     # 'cached' computed in its first call and returns that result after: on inputs the
     # harness varies (setup ignores the seed) its values are wrong, the stronger truth.
     assert any("'cached', config #0: its first call launched 1 kernel(s)" in e for e in pre.errors)
-    assert {k: v["verdict"] for k, v in pre.dropped.items()} == {
+    assert {k: v.verdict for k, v in pre.dropped.items()} == {
         "flaky": "suspect",
         "cached": "incorrect",
     }
-    assert "its first call launched 1 kernel(s)" in pre.dropped["cached"]["message"]
+    assert "its first call launched 1 kernel(s)" in pre.dropped["cached"].message
     pipeline.raise_if_broken(pre)  # does not raise: the baseline is fine

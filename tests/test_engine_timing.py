@@ -122,7 +122,12 @@ def test_compare_view_reads_timing_rows_unchanged(tmp_path: Path) -> None:
     fake = SimpleNamespace(
         run_id="t1",
         run_dir=tmp_path,
-        request=SimpleNamespace(baseline="A", expanded_configs=lambda: [{"n": 4096}, {"n": 8192}]),
+        request=SimpleNamespace(
+            baseline="A",
+            runs=5,
+            clock_control="none",
+            expanded_configs=lambda: [{"n": 4096}, {"n": 8192}],
+        ),
         processed=result.frame(),
         raw=pd.DataFrame(),
         checks=[OutputCheck(**c) for c in result.checks],
@@ -130,6 +135,10 @@ def test_compare_view_reads_timing_rows_unchanged(tmp_path: Path) -> None:
         warnings=[],
         artifacts={},
         seconds=0.0,
+        extra={},
+        dropped={},
+        suspects=[],
+        preflight=None,
     )
     summary = compare_summary(fake, baseline="A")
     assert summary.metric == timing.METRIC

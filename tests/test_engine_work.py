@@ -52,8 +52,8 @@ def test_a_token_kernel_is_suspect_where_it_does_a_fraction_of_the_work() -> Non
         ("b", 2): (8e6, 4e6),
     }
     found = work.work_suspects(frame(rows), compare())
-    assert [(s["variant"], s["config_index"]) for s in found] == [("b", 0)]
-    assert found[0]["reason"].startswith(
+    assert [(s.variant, s.config_index) for s in found] == [("b", 0)]
+    assert found[0].reason.startswith(
         "its kernels moved 1.0% of the baseline's DRAM bytes and executed 0.0% of its instructions"
     )
 

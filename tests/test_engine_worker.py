@@ -263,7 +263,7 @@ def test_time_job_on_a_rendered_run(pool: WorkerPool, tmp_path: Path) -> None:
     variants = [variant("run"), variant("other")]
     req = request(source, variants=variants, baseline="run", configs={"n": [1000, 4000]})
     run_dir = run_dir_for(req, tmp_path, "run")
-    options = {"min_runs": 5, "max_runs": 10}
+    options = timing.TimingOptions(min_runs=5, max_runs=10)
     start = time.monotonic()
     result = pool.run("cpu", TimeJob(str(run_dir), "cpu", options), timeout=120)
     took = time.monotonic() - start

@@ -24,6 +24,7 @@ import pytest
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import gpu_lock, ncu, ncu_run
+from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.errors import ProfiledProcessError, ProfilerBusyError, RunCancelledError
 from tests.test_engine_pipeline import SETUP, request
 
@@ -85,9 +86,10 @@ def other_holder(tmp_path: Path, locks: Path) -> Iterator[tuple[subprocess.Popen
 
 
 def test_a_busy_profiler_is_named_not_blamed_on_the_program(tmp_path: Path) -> None:
-    (tmp_path / "ncu.log").write_text(BUSY_LOG)
-    (tmp_path / "out.log").write_text("")
-    run = ncu.NcuRun([], 9, tmp_path / "r.ncu-rep", tmp_path / "ncu.log", tmp_path / "out.log", 1)
+    files = RunFiles.in_folder(tmp_path)
+    files.ncu_log.write_text(BUSY_LOG)
+    files.program_output.write_text("")
+    run = ncu.NcuRun([], 9, files, 1)
     with pytest.raises(ProfilerBusyError) as err:
         ncu.check(run)
     assert not isinstance(err.value, ProfiledProcessError)
@@ -233,14 +235,7 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch, locks: Path) -> None:
 
 
 def _collect(tmp_path: Path, forget: Callable[[], None] | None = None) -> ncu.NcuRun:
-    inv = ncu.Invocation(
-        ncu.NcuOptions(),
-        report_path=tmp_path / "r.ncu-rep",
-        log_path=tmp_path / "ncu.log",
-        output_path=tmp_path / "out.log",
-        timeout=30,
-        error_path=tmp_path / "error.json",
-    )
+    inv = ncu.Invocation(ncu.NcuOptions(), RunFiles.in_folder(tmp_path), timeout=30)
     return ncu.profile_cold(["true"], inv, forget=forget)
 
 
@@ -252,7 +247,7 @@ def test_a_profiler_outside_the_lock_is_retried(
     (tmp_path / "error.json").write_text("{}")
     forgotten: list[int] = []
     done = _collect(tmp_path, forget=lambda: forgotten.append(1))
-    assert done.attempts == 2 and done.report_path.exists()
+    assert done.attempts == 2 and done.files.report.exists()
     assert forgotten == [1] and not (tmp_path / "error.json").exists()
     said = ncu_run._waits(done)
     assert said == "; profiled on attempt 2 (another profiler held the counters)"

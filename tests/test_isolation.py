@@ -63,8 +63,8 @@ def _request(*entries: str, timeout_s: int = 120) -> ProfileRequest:
 def test_a_candidate_that_aborts_is_dropped_and_the_others_are_timed(tmp_path: Path) -> None:
     with WorkerPool() as pool:
         run = pipeline.time_request(_request("run", "aborts", "fine"), pool, runs_root=tmp_path)
-    assert run.dropped["aborts"]["verdict"] == "error", run.dropped
-    assert "baseline passed alone" in run.dropped["aborts"]["message"]
+    assert run.dropped["aborts"].verdict == "error", run.dropped
+    assert "baseline passed alone" in run.dropped["aborts"].message
     measured = set(run.processed["Annotation"])
     assert measured == {"run", "fine"}, measured
     assert {c.variant for c in run.checks if c.ok} >= {"fine"}
@@ -83,8 +83,8 @@ def test_a_candidate_that_segfaults_before_ncu_is_dropped(tmp_path: Path) -> Non
     run_dir = tmp_path / str(caught.value.run_id)
     pre = PreflightResult.model_validate_json((run_dir / "preflight-result.json").read_text())
     assert pre.ok, pre.errors
-    assert pre.dropped["segfaults"]["verdict"] == "error", pre.dropped
-    assert "exit status" in pre.dropped["segfaults"]["message"]
+    assert pre.dropped["segfaults"].verdict == "error", pre.dropped
+    assert "exit status" in pre.dropped["segfaults"].message
 
 
 def test_a_candidate_that_hangs_is_a_timeout_row(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def test_a_candidate_that_hangs_is_a_timeout_row(tmp_path: Path) -> None:
         run = pipeline.time_request(
             _request("run", "hangs", timeout_s=10), pool, runs_root=tmp_path
         )
-    assert run.dropped["hangs"]["verdict"] == "timeout", run.dropped
+    assert run.dropped["hangs"].verdict == "timeout", run.dropped
     assert set(run.processed["Annotation"]) == {"run"}
 
 

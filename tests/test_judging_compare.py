@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.views import compare
 from nsight_agent.views.compare import config_verdict, variant_overall
@@ -160,12 +161,22 @@ def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
     )
 
 
-def fake_run(processed: pd.DataFrame, checks: list[Any] | None = None, **request: Any) -> Any:
+def check(variant: str, config_index: int, ok: bool, **fields: Any) -> OutputCheck:
+    return OutputCheck(variant=variant, config_index=config_index, config={}, ok=ok, **fields)
+
+
+def fake_run(
+    processed: pd.DataFrame, checks: list[OutputCheck] | None = None, **request: Any
+) -> Any:
     configs = [{"n": n} for n in dict.fromkeys(processed["n"])]
     return SimpleNamespace(
         run_id="r1",
         run_dir=Path("/nonexistent"),
-        request=SimpleNamespace(expanded_configs=lambda: configs, clock_control="base", **request),
+        request=SimpleNamespace(
+            **{"baseline": None, "runs": 3, "ignore_kernels": [], **request},
+            expanded_configs=lambda: configs,
+            clock_control="base",
+        ),
         processed=processed,
         raw=pd.DataFrame(),
         checks=checks or [],
@@ -173,6 +184,10 @@ def fake_run(processed: pd.DataFrame, checks: list[Any] | None = None, **request
         warnings=[],
         artifacts={},
         seconds=1.23456,
+        extra={},
+        dropped={},
+        suspects=[],
+        preflight=None,
     )
 
 
@@ -240,7 +255,7 @@ def test_the_baseline_comes_from_the_request_then_the_first_variant() -> None:
 
 
 def test_a_failed_check_makes_the_config_incorrect_with_its_text() -> None:
-    bad = SimpleNamespace(
+    bad = check(
         variant="fast",
         config_index=1,
         ok=False,
@@ -248,7 +263,7 @@ def test_a_failed_check_makes_the_config_incorrect_with_its_text() -> None:
         max_abs_err=0.123456,
         max_rel_err=None,
     )
-    good = SimpleNamespace(variant="slow", config_index=1, ok=True, message="ok")
+    good = check(variant="slow", config_index=1, ok=True, message="ok")
     s = compare.compare_summary(fake_run(frame(ROWS), [bad, good]), baseline="base")
     v = s.configs[1].variants["fast"]
     assert (v.verdict, v.speedup, v.time, v.check) == (
@@ -268,7 +283,7 @@ def test_a_variant_missing_at_a_config_is_no_data_or_incorrect() -> None:
     s = compare.compare_summary(fake_run(frame(rows)), baseline="base")
     assert s.configs[1].variants["fast"].verdict == "no_data"
     assert s.configs[1].variants["fast"].time is None
-    crashed = SimpleNamespace(variant="fast", config_index=1, ok=False, message="")
+    crashed = check(variant="fast", config_index=1, ok=False, message="")
     s = compare.compare_summary(fake_run(frame(rows), [crashed]), baseline="base")
     v = s.configs[1].variants["fast"]
     assert (v.verdict, v.check) == ("incorrect", "output differs from the baseline")
@@ -337,15 +352,15 @@ def test_twenty_configs_a_page_by_default() -> None:
 
 
 def test_check_text_defaults_both_errors_and_the_length_cap() -> None:
-    bare = SimpleNamespace(variant="fast", config_index=0, ok=False)
+    bare = check(variant="fast", config_index=0, ok=False)
     s = compare.compare_summary(fake_run(frame(ROWS), [bare]), baseline="base")
     assert s.configs[0].variants["fast"].check == "output differs from the baseline"
-    both = SimpleNamespace(
+    both = check(
         variant="fast", config_index=0, ok=False, message="m", max_abs_err=1.0, max_rel_err=0.5
     )
     s = compare.compare_summary(fake_run(frame(ROWS), [both]), baseline="base")
     assert s.configs[0].variants["fast"].check == "m; max_abs_err=1.0; max_rel_err=0.5"
-    long = SimpleNamespace(variant="fast", config_index=0, ok=False, message="x" * 400)
+    long = check(variant="fast", config_index=0, ok=False, message="x" * 400)
     s = compare.compare_summary(fake_run(frame(ROWS), [long]), baseline="base")
     assert s.configs[0].variants["fast"].check == "x" * 300
 

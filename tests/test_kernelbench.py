@@ -27,6 +27,7 @@ from nsight_agent.engine.harness import render, runtime
 from nsight_agent.engine.process import child_env
 from nsight_agent.engine.worker import timing_run
 from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.engine.worker.timing_options import TimingOptions
 from nsight_agent.request import ProfileRequest
 from nsight_agent.views.compare import compare_summary
 from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
@@ -183,8 +184,8 @@ def test_candidates_get_their_verdicts_and_kernelbench_fields(
     # The raising candidate is its own error, with the line in its own file; the rest ran.
     assert got["raises"] == "error"
     raised = run.dropped["raises"]
-    assert raised["variant"] == "raises" and raised["line"] == 10
-    assert "candidate kernel launch failed" in raised["message"]
+    assert raised.variant == "raises" and raised.line == 10
+    assert "candidate kernel launch failed" in raised.message
     assert set(run.processed["Annotation"]) == {"ref", *names} - {"raises"}
 
     report = kernelbench_report(compare_summary(run, limit=100))
@@ -273,13 +274,13 @@ def test_the_harness_runs_the_trials_right_after_the_first_check(tmp_path: Path)
 
 def test_the_timing_path_adds_the_trials_after_its_loop(tmp_path: Path) -> None:
     """Right for the 6 calls the loop makes here (3 warm-up, 3 runs), wrong afterwards."""
-    options = {"warmup_min": 1, "warmup_max": 3, "min_runs": 3, "max_runs": 3}
+    options = TimingOptions(warmup_min=1, warmup_max=3, min_runs=3, max_runs=3)
     results = {}
     for rule in ("default", "kernelbench"):
         run_dir = tmp_path / rule
         run_dir.mkdir()
         render.write_run_files(wrong_after(6, correctness=rule), run_dir, tmp_path / "cache")
-        results[rule] = timing_run.time_run_dir(run_dir, "cpu", **options)
+        results[rule] = timing_run.time_run_dir(run_dir, "cpu", options)
     later = {rule: [c for c in r.checks if c["variant"] == "later"] for rule, r in results.items()}
     assert [c["ok"] for c in later["default"]] == [True]
     (failed,) = later["kernelbench"]

@@ -308,6 +308,9 @@ def _cpu_timing_run(n: int) -> Any:
         artifacts={},
         seconds=1.0,
         extra={"method": "perf_counter"},
+        dropped={},
+        suspects=[],
+        preflight=None,
     )
 
 

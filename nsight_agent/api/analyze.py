@@ -27,6 +27,7 @@ from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.engine.collection import measure, ncu
+from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.engine.thermal import ThermalMode
 from nsight_agent.engine.worker import info, shipping
 from nsight_agent.engine.worker.child import ChildSpec
@@ -135,26 +136,33 @@ def profile(
     def path(kind: str, ext: str) -> Path:
         return Path(f"{prefix}{kind}-{stem}.{ext}")
 
-    artifacts = {
-        "report": path("ncu-output", "ncu-rep"),
-        "ncu_log": path("ncu-output", "log"),
-        "program_output": path("program-output", "log"),
-        "manifest": path("manifest", "json"),
-    }
-    spec_path, progress_path, error_path = (
-        path("spec", "pkl"),
-        path("progress", "txt"),
-        path("error", "txt"),
+    files = RunFiles(
+        report=path("ncu-output", "ncu-rep"),
+        ncu_log=path("ncu-output", "log"),
+        program_output=path("program-output", "log"),
+        manifest=path("manifest", "json"),
+        error=path("error", "txt"),
+        progress=path("progress", "txt"),
+        raw_csv=path("profiled_data", "csv"),
+        processed_csv=path("processed_data", "csv"),
     )
+    # What ProfileResults.artifacts names (the CSVs only when written, below).
+    artifacts = {
+        "report": files.report,
+        "ncu_log": files.ncu_log,
+        "program_output": files.program_output,
+        "manifest": files.manifest,
+    }
+    spec_path = path("spec", "pkl")
     if s.info_collectors:
         artifacts["collected_info"] = path("collected_info", "pkl")
     fixed = info.in_caller(s.info_collectors, configs) if s.info_collectors else None
     spec = ChildSpec(
         target=shipping.ship(func, configs=configs),
         runs=s.runs,
-        manifest_path=str(artifacts["manifest"]),
-        progress_path=str(progress_path),
-        error_path=str(error_path),
+        manifest_path=str(files.manifest),
+        progress_path=str(files.progress),
+        error_path=str(files.error),
         thermal_mode=s.thermal_mode,
         thermal_wait=s.thermal_wait,
         thermal_cont=s.thermal_cont,
@@ -162,7 +170,7 @@ def profile(
         collectors=collecting.ship(info.in_profiled(s.info_collectors)),
         info_path=str(artifacts["collected_info"]) if s.info_collectors else None,
     )
-    for stale in (progress_path, error_path, artifacts["manifest"], *_optional(artifacts)):
+    for stale in (files.progress, files.error, files.manifest, *_optional(artifacts)):
         stale.unlink(missing_ok=True)
     spec_path.write_bytes(pickle.dumps(spec))
 
@@ -176,9 +184,9 @@ def profile(
     shown = [0]
 
     def poll() -> None:
-        if say is None or not progress_path.exists():
+        if say is None or not files.progress.exists():
             return
-        done = len(progress_path.read_text().splitlines())
+        done = len(files.progress.read_text().splitlines())
         if done != shown[0]:
             shown[0] = done
             say(f"  {done}/{total} calls")
@@ -187,32 +195,24 @@ def profile(
         ncu.profile_cold(
             [process.python_executable(), "-m", "nsight_agent.engine.worker.entry", str(spec_path)],
             ncu.Invocation(
-                s.ncu_options(),
-                report_path=artifacts["report"],
-                log_path=artifacts["ncu_log"],
-                output_path=artifacts["program_output"],
-                timeout=s.timeout,
-                error_path=error_path,
-                poll=poll,
-                suggest=catalog.suggestions,
+                s.ncu_options(), files, timeout=s.timeout, poll=poll, suggest=catalog.suggestions
             ),
         )
         if s.output_csv:
-            artifacts["raw_csv"] = path("profiled_data", "csv")
-            artifacts["processed_csv"] = path("processed_data", "csv")
-        manifest = measure.read_manifest(artifacts["manifest"])
+            artifacts |= {"raw_csv": files.raw_csv, "processed_csv": files.processed_csv}
+        manifest = measure.read_manifest(files.manifest)
         compat.warn_if_returned(func.__name__, manifest)
         results = results_from_report(artifacts, configs, names, s, manifest, fixed)
     except UnknownMetricError as err:
         raise compat.as_metrics_error(err) from err
     finally:
         if s.verbosity == "verbose":
-            for key in ("ncu_log", "program_output"):
-                if artifacts[key].exists():
-                    print(artifacts[key].read_text(errors="replace"))
+            for log in (files.ncu_log, files.program_output):
+                if log.exists():
+                    print(log.read_text(errors="replace"))
     results.seconds = time.monotonic() - start
     if say:
-        say(f"done in {results.seconds:.1f} s; report {artifacts['report']}")
+        say(f"done in {results.seconds:.1f} s; report {files.report}")
     return results
 
 

@@ -45,6 +45,7 @@ from nsight_agent.engine.collection import (
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.store import records
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -57,7 +58,7 @@ from nsight_agent.engine.store.runs import (
     save_result,
     write_request,
 )
-from nsight_agent.engine.worker.pool import TimeJob, WorkerPool, warm_preflight
+from nsight_agent.engine.worker.pool import TimeJob, TimingOptions, WorkerPool, warm_preflight
 from nsight_agent.errors import InvalidRequestError, RunCancelledError, UnknownMetricError
 from nsight_agent.request import ProfileRequest
 
@@ -176,7 +177,7 @@ def preflight(
 
 
 def _variant_failures(
-    checks: list[OutputCheck], dropped: dict[str, dict[str, Any]]
+    checks: list[OutputCheck], dropped: dict[str, records.DroppedVariant]
 ) -> dict[str, dict[str, Any]]:
     """The variants that failed alone, for the run's status: wrong outputs (at the check
     stage) and those dropped with their verdicts."""
@@ -185,8 +186,7 @@ def _variant_failures(
         for c in checks
         if not c.ok
     }
-    for name, d in dropped.items():
-        out[name] = {k: d.get(k) for k in ("verdict", "stage", "message") if d.get(k)}
+    out.update({name: d.status_entry() for name, d in dropped.items()})
     return out
 
 
@@ -220,7 +220,7 @@ def profile(
 
         record.stage("ncu")
         say(0, total, "profiling under ncu")
-        poll = _poller(cancel, on_progress, run_dir / "progress.txt", total)
+        poll = _poller(cancel, on_progress, records.RunFiles.in_folder(run_dir).progress, total)
         collected = ncu_run.collect_harness(
             request, run_dir, run_id, poll, sorted(pre.dropped), targets
         )
@@ -264,12 +264,12 @@ def time_request(
             raise RunCancelledError("The run was cancelled before timing started.")
 
         record.stage("timing")
-        options: dict[str, Any] = {
-            "min_runs": max(request.runs, 5),
-            "warmup_min": max(request.warmup, 1),
-        }
-        options |= {k: v for k, v in (("rtol", request.rtol), ("atol", request.atol)) if v}
-        job = TimeJob(str(run_dir), where.split(":")[0], options | {"skip": sorted(pre.dropped)})
+        options = TimingOptions(
+            min_runs=max(request.runs, 5),
+            warmup_min=max(request.warmup, 1),
+            skip=tuple(sorted(pre.dropped)),
+        )
+        job = TimeJob(str(run_dir), where.split(":")[0], options)
         # A timing.TimingResult (that module imports torch: not imported here, so the server
         # and the CLI start where torch is not installed).
         timed: Any = pool.run(where, job, request.timeout_s, cancel)
@@ -312,10 +312,10 @@ def _measured_run(
 ) -> RunResult:
     """extract and aggregate (report + manifest -> rows -> frame), then check (outputs and
     kernel counts -> OutputOK, warnings)."""
-    artifacts = artifact_paths(run_dir)
+    files = records.RunFiles.in_folder(run_dir)
     metrics = work.collected_metrics(request)
     added = work.added_metrics(request)  # read for the work check, not asked for
-    manifest = measure.read_manifest(artifacts["manifest"])
+    manifest = measure.read_manifest(files.manifest)
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
     baseline = request.baseline_name()
@@ -323,7 +323,7 @@ def _measured_run(
 
     def measured_with(names: list[str]) -> measure.Measured:
         return measure.measure(
-            artifacts["report"],
+            files.report,
             manifest,
             names,
             configs,
@@ -340,7 +340,7 @@ def _measured_run(
             raise
         measured = measured_with([m for m in metrics if m not in added])
     uneven = {
-        name: {"verdict": "suspect", "stage": "profile", "message": why}
+        name: records.DroppedVariant(verdict="suspect", stage="profile", message=why)
         for name, why in droppable.items()
         if why
     }
@@ -353,7 +353,7 @@ def _measured_run(
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
     manifest["kernels"] = kernels
     found_suspects = [
-        *(manifest.get("suspects") or []),
+        *records.suspects_from(manifest.get("suspects")),
         *outputs.floor_suspects(
             measured.processed,
             request,
@@ -363,7 +363,7 @@ def _measured_run(
         *work.work_suspects(measured.processed, request),
     ]
     processed, raw = work.without(measured.processed, added), work.without(measured.raw, added)
-    artifacts["manifest"].write_text(json.dumps(manifest, indent=1))
+    files.manifest.write_text(json.dumps(manifest, indent=1))
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
@@ -373,12 +373,12 @@ def _measured_run(
         checks=checks,
         kernels=kernels,
         warnings=outputs.ncu_run_warnings(request, checks, kernels, most, pre),
-        artifacts={k: p for k, p in artifacts.items() if p.exists()},
+        artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
         seconds=seconds,
         cuda_build=pre.cuda_build,
         preflight=pre,
         extra={"profile_cuda_build": manifest.get("cuda_build")},
-        dropped={**pre.dropped, **(manifest.get("dropped") or {}), **uneven},
+        dropped={**pre.dropped, **records.dropped_from(manifest.get("dropped")), **uneven},
         suspects=outputs.first_per_config(found_suspects),
     )
 

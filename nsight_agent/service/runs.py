@@ -39,10 +39,8 @@ def list_runs_json(runs_root: Path | None = None) -> str:
 
 def report_of(run: RunResult) -> Path:
     """The run's kept .ncu-rep."""
-    for key in ("report", "ncu_report", "ncu-rep"):
-        path = run.artifacts.get(key)
-        if path is not None:
-            return Path(path)
+    if run.files.report.is_file():
+        return run.files.report
     found = sorted(run.run_dir.glob("*.ncu-rep"))
     if not found:
         raise InvalidRequestError(f"Run {run.run_id} kept no .ncu-rep in {run.run_dir}.")

@@ -6,17 +6,18 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine.harness import render
+from nsight_agent.engine.store.runs import PreflightResult
+from nsight_agent.request import ProfileRequest
 
 
-def build_note(run: Any) -> str | None:
+def build_note(pre: PreflightResult | None, request: ProfileRequest, seconds: float) -> str | None:
     """The pre-flight's builds (a candidate's own ``load_inline`` and the ``cuda`` language's
-    source): seconds each, or cached, and their share of the call's seconds."""
-    pre = getattr(run, "preflight", None)
-    builds: list[dict[str, Any]] = list(getattr(pre, "builds", None) or [])
-    cuda: dict[str, Any] | None = getattr(pre, "cuda_build", None)
+    source): seconds each, or cached, and their share of the call's ``seconds``."""
+    builds = list(pre.builds) if pre is not None else []
+    cuda = pre.cuda_build if pre is not None else None
     if not builds and not cuda:
         return None
-    names = _variants_by_module(run.request)
+    names = _variants_by_module(request)
     parts = [
         f"{', '.join(repr(n) for n in names.get(b['module'], [b['module']]))}: " + _cost(b)
         for b in builds
@@ -25,7 +26,7 @@ def build_note(run: Any) -> str | None:
         parts.append("the CUDA source: " + _cost(cuda))
     total = sum(float(b.get("seconds") or 0.0) for b in [*builds, *([cuda] if cuda else [])])
     return (
-        f"compile: {total:.1f} s of this call's {float(run.seconds):.1f} s, before measuring "
+        f"compile: {total:.1f} s of this call's {float(seconds):.1f} s, before measuring "
         f"and outside every measured time ({'; '.join(parts)})"
     )
 
@@ -37,10 +38,10 @@ def _cost(build: dict[str, Any]) -> str:
     return f"compiled in {seconds:.1f} s"
 
 
-def _variants_by_module(request: Any) -> dict[str, list[str]]:
+def _variants_by_module(request: ProfileRequest) -> dict[str, list[str]]:
     try:
         spec, _ = render.spec_for(request, Path())
-    except (AttributeError, TypeError, ValueError):  # not a ProfileRequest (a loaded stub)
+    except (AttributeError, TypeError, ValueError):  # a request that does not render
         return {}
     out: dict[str, list[str]] = {}
     for v in spec["variants"]:

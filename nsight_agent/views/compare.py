@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from nsight_agent.engine.store.records import DroppedVariant
+from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
 from nsight_agent.views.common import Page, page, sig
@@ -117,10 +119,10 @@ def config_verdict(v: Mapping[str, Any], b: Mapping[str, Any]) -> Verdict:
     return "within_noise"
 
 
-def _check_text(check: Any) -> str:
-    parts = [str(getattr(check, "message", "") or "output differs from the baseline")]
-    for name in ("max_abs_err", "max_rel_err"):
-        value = sig(getattr(check, name, None), 3)
+def _check_text(check: OutputCheck) -> str:
+    parts = [check.message or "output differs from the baseline"]
+    for name, err in (("max_abs_err", check.max_abs_err), ("max_rel_err", check.max_rel_err)):
+        value = sig(err, 3)
         if value is not None:
             parts.append(f"{name}={value}")
     return "; ".join(parts)[:300]
@@ -167,14 +169,11 @@ def compare_summary(
             f"Run {run.run_id} has no {metric!r} rows to compare.",
             f"Metrics in this run: {', '.join(dict.fromkeys(run.processed['Metric']))}.",
         )
-    dropped: dict[str, dict[str, Any]] = dict(getattr(run, "dropped", None) or {})
-    suspects = {
-        (str(s["variant"]), int(s["config_index"])): str(s["reason"])
-        for s in getattr(run, "suspects", None) or []
-    }
+    dropped = run.dropped
+    suspects = {(s.variant, s.config_index): s.reason for s in run.suspects}
     variants = variant_names(frame)
     variants += [v for v in dropped if v not in variants]
-    base = baseline or getattr(run.request, "baseline", None) or variants[0]
+    base = baseline or run.request.baseline or variants[0]
     if base not in variants:
         raise InvalidRequestError(
             f"Baseline {base!r} is not a variant of run {run.run_id}.",
@@ -196,9 +195,9 @@ def compare_summary(
         for name in variants:
             r = rows.get((name, idx))
             check = checks.get((name, idx))
-            failed = check is not None and not bool(check.ok)
+            failed = check is not None and not check.ok
             timing = _timing(r, b, is_base=name == base, failed=failed)
-            if failed:
+            if check is not None and failed:
                 timing.check = _check_text(check)
             elif name in dropped:
                 timing = _dropped(dropped[name])
@@ -241,17 +240,14 @@ def compare_summary(
     )
 
 
-def _dropped(detail: dict[str, Any]) -> VariantTiming:
+def _dropped(d: DroppedVariant) -> VariantTiming:
     """A variant not measured: it raised (error), launched no kernel, or had outputs of the
     wrong structure (incorrect); its message says where."""
-    verdict = str(detail.get("verdict") or "error")
-    where = f" at {detail['stage']}" if detail.get("stage") else ""
-    line = f" (line {detail['line']})" if detail.get("line") else ""
-    config = f", config #{detail['config_index']}" if detail.get("config_index") is not None else ""
+    where = f" at {d.stage}" if d.stage else ""
+    line = f" (line {d.line})" if d.line else ""
+    config = f", config #{d.config_index}" if d.config_index is not None else ""
     return VariantTiming(
-        time=None,
-        verdict=verdict if verdict in FAILING else "error",  # type: ignore[arg-type]
-        check=f"{verdict}{where}{line}{config}: {detail.get('message', '')}"[:300],
+        time=None, verdict=d.verdict, check=f"{d.verdict}{where}{line}{config}: {d.message}"[:300]
     )
 
 

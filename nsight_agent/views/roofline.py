@@ -50,11 +50,11 @@ class RooflineSummary(BaseModel):
 
 def _call_map(run: RunLike) -> dict[int, tuple[int, int]]:
     """call index -> (config index, run index) from the run's manifest, when it has one."""
-    path = run.artifacts.get("manifest")
-    if path is None or not Path(path).is_file():
+    path = run.files.manifest
+    if not path.is_file():
         return {}
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(path.read_text())
         return {int(c["call"]): (int(c["config"]), int(c["run"])) for c in data["calls"]}
     except (KeyError, TypeError, ValueError):
         return {}
@@ -73,7 +73,7 @@ def roofline_summary(
     actions = extraction.iter_actions(loaded)
     calls = _call_map(run) if run is not None else {}
     configs = config_list(run) if run is not None else []
-    ignore = set(getattr(run.request, "ignore_kernels", []) or []) if run is not None else set()
+    ignore = set(run.request.ignore_kernels) if run is not None else set()
     items: list[KernelRoofline] = []
     gpu = None
     for action in actions:

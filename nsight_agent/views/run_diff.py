@@ -323,7 +323,7 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
     both = list(b_rows.values()) + list(c_rows.values())
     statistic = "median" if both and all(has_median(r) for r in both) else "mean"
     checks = checks_by(cand_run)
-    suspects = {(str(s["variant"]), int(s["config_index"])) for s in cand_run.suspects}
+    suspects = {(s.variant, s.config_index) for s in cand_run.suspects}
     dropped = cand_run.dropped.get(out.candidate.variant)
     c_configs = config_list(cand_run)
     verdicts: list[Verdict] = []
@@ -343,7 +343,7 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
         )
         check = checks.get((out.candidate.variant, ci))
         if dropped:
-            entry.verdict, entry.check = "error", str(dropped.get("message", ""))[:200]
+            entry.verdict, entry.check = "error", dropped.message[:200]
         elif check is not None and not check.ok:
             entry.verdict, entry.check = "incorrect", str(check.message)[:200]
         elif (out.candidate.variant, ci) in suspects:

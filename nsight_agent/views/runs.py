@@ -12,24 +12,34 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
+from nsight_agent.engine.store.records import DroppedVariant, RunFiles, Suspect
+from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.request import ProfileRequest
 from nsight_agent.views.builds import build_note
 from nsight_agent.views.common import ARTIFACT_URI, Page, page, scalar, sig
 
 
 class RunLike(Protocol):
-    """What the summaries read of ``pipeline.RunResult`` (duck-typed to keep this module pure)."""
+    """What the views read of a run (``pipeline.RunResult``, or a stand-in in tests)."""
 
     run_id: str
     run_dir: Path
-    request: Any
+    request: ProfileRequest
     processed: pd.DataFrame
     raw: pd.DataFrame
-    checks: list[Any]
+    checks: list[OutputCheck]
     kernels: dict[str, list[str]]
     warnings: list[str]
     artifacts: dict[str, Path]
     seconds: float
+    extra: dict[str, Any]  # method (timing path), collection (ncu path), ...
+    preflight: PreflightResult | None  # its builds, for the compile note
+    dropped: dict[str, DroppedVariant]
+    suspects: list[Suspect]
+
+    @property
+    def files(self) -> RunFiles: ...
 
 
 def param_names(processed: pd.DataFrame) -> list[str]:
@@ -46,13 +56,11 @@ def _config_key(row: Mapping[str, Any], params: Sequence[str]) -> tuple[Any, ...
 
 def config_list(run: RunLike) -> list[dict[str, Any]]:
     """The run's configs in request order (request.expanded_configs()), else in frame order."""
-    expand = getattr(run.request, "expanded_configs", None)
-    if callable(expand):
-        try:
-            configs = expand()
-            return [{k: scalar(v) for k, v in dict(c).items()} for c in configs]
-        except Exception:  # a request we cannot expand: fall back to the frame
-            pass
+    try:
+        configs = run.request.expanded_configs()
+        return [{k: scalar(v) for k, v in dict(c).items()} for c in configs]
+    except Exception:  # a request we cannot expand: fall back to the frame
+        pass
     params = param_names(run.processed)
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in run.processed.to_dict("records"):
@@ -146,8 +154,8 @@ def variant_names(frame: pd.DataFrame) -> list[str]:
     return [str(a) for a in dict.fromkeys(frame["Annotation"])] if len(frame) else []
 
 
-def checks_by(run: RunLike) -> dict[tuple[str, int], Any]:
-    return {(str(c.variant), int(c.config_index)): c for c in run.checks}
+def checks_by(run: RunLike) -> dict[tuple[str, int], OutputCheck]:
+    return {(c.variant, c.config_index): c for c in run.checks}
 
 
 def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
@@ -156,18 +164,18 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
     A wrong variant is said once, with the configs it failed (each config's entry keeps its own
     check text), not once per config."""
     out = _one_line_per_wrong_variant(list(run.warnings))
-    for name, d in (getattr(run, "dropped", None) or {}).items():
+    for name, d in run.dropped.items():
         out.append(
-            f"variant {name!r} was not measured: {d.get('verdict')} at {d.get('stage')}"
-            + (f" (line {d['line']})" if d.get("line") else "")
-            + f": {str(d.get('message', ''))[:200]}"
+            f"variant {name!r} was not measured: {d.verdict} at {d.stage}"
+            + (f" (line {d.line})" if d.line else "")
+            + f": {d.message[:200]}"
         )
-    for s in getattr(run, "suspects", None) or []:
+    for s in run.suspects:
         out.append(
-            f"variant {s['variant']!r} is SUSPECT for config #{s['config_index']}: "
-            f"{str(s['reason'])[:240]}; no speedup is claimed for it"
+            f"variant {s.variant!r} is SUSPECT for config #{s.config_index}: "
+            f"{s.reason[:240]}; no speedup is claimed for it"
         )
-    compiled = build_note(run)  # compile time apart from the measuring
+    compiled = build_note(run.preflight, run.request, run.seconds)  # apart from measuring
     out += [compiled] if compiled else []
     method = timing_method(run, frame)
     if method is not None:
@@ -201,7 +209,7 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             "Clocks not locked (the timing path never locks them; method='ncu' with "
             "clock_control='base' does): compare variants within one run."
         )
-    elif len(frame) and getattr(run.request, "clock_control", "none") == "none":
+    elif len(frame) and run.request.clock_control == "none":
         out.append(
             "Clocks not locked (clock_control='none'): boost clocks can vary between runs; "
             "compare variants within one run."
@@ -235,7 +243,7 @@ def metric_labels(run: RunLike) -> dict[str, str]:
 
 def timing_method(run: RunLike, frame: pd.DataFrame) -> str | None:
     """The timing path's timer (cupti, cuda_events, perf_counter), None for an ncu run."""
-    method = (getattr(run, "extra", None) or {}).get("method")
+    method = run.extra.get("method")
     if method is None and "Method" in frame.columns and len(frame):
         method = frame["Method"].dropna().iloc[0] if frame["Method"].notna().any() else None
     return str(method) if method and str(method) != "ncu" else None
@@ -251,7 +259,7 @@ def timing_notes(warnings: list[str], method: str, run: RunLike, frame: pd.DataF
             f"measured by {CPU_TIMER} (no ncu, no counters)",
         }
         out = [CPU_TIMING_NOTE, *(w for w in out if w not in drop)]
-    asked = getattr(run.request, "runs", None)
+    asked = run.request.runs
     counts = sorted({int(n) for n in frame.get("NumRuns", pd.Series(dtype=float)).dropna()})
     if isinstance(asked, int) and counts and counts != [asked]:
         least = max(asked, TIMING_MIN_RUNS_FLOOR)
@@ -373,7 +381,7 @@ def profile_summary(
 
 def _collection(run: RunLike) -> str | None:
     """The collect stage's path, as the run recorded it (kept short: answers are paid for)."""
-    path = (getattr(run, "extra", None) or {}).get("collection")
+    path = run.extra.get("collection")
     return None if not path else str(path)[:160]
 
 

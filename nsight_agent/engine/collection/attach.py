@@ -98,28 +98,26 @@ def profile_prelaunched(
     try:
         with gpu_lock.held(keys, tag=inv.tag or "attach", timeout=inv.timeout, poll=inv.poll):
             start = time.monotonic()
-            target.hand(run_dir, argv, inv.output_path)
+            target.hand(run_dir, argv, inv.files.program_output)
             attached = _attach(attach_argv, target, inv, start)
             if attached.returncode == 0:  # else the target may never end: it is killed below
                 _wait_for_end(target, inv, start)
             status = target.exit_status()
     finally:
         target.kill()  # single use; also on a timeout, a cancel, an error
-    process.cap_output(inv.output_path)
-    log = _read(inv.log_path)
+    process.cap_output(inv.files.program_output)
+    log = _read(inv.files.ncu_log)
     if attached.returncode != 0 and not ncu.ERROR_LINE.search(log):
         raise AttachFailed(f"ncu --mode attach exited with status {attached.returncode}")
     # The attach's own status when it failed; else the harness's, as a cold ncu returns it.
     returncode = attached.returncode or (status if status is not None else 0)
     seconds = time.monotonic() - start
-    result = ncu.NcuRun(
-        attach_argv, returncode, inv.report_path, inv.log_path, inv.output_path, seconds
-    )
+    result = ncu.NcuRun(attach_argv, returncode, inv.files, seconds)
     try:
         inv.check(result)
     except NcuError as err:  # ncu's own failure: the program, names and counters were fine
         raise AttachFailed(err.message.splitlines()[0][:200]) from err
-    if returncode == 0 and not _has_call_ranges(inv.report_path):
+    if returncode == 0 and not _has_call_ranges(inv.files.report):
         raise AttachFailed("the attached report records no NVTX call ranges", lasting=True)
     return result
 
@@ -141,14 +139,14 @@ def _attach(
     while True:
         left = inv.timeout - (time.monotonic() - start)
         if left <= 0:
-            raise ncu.timeout_error(inv.timeout, inv.output_path)
+            raise ncu.timeout_error(inv.timeout, inv.files.program_output)
         try:
             done = process.run_to_file(
-                argv, output_path=inv.log_path, timeout=left, poll=inv.poll, tag=inv.tag
+                argv, output_path=inv.files.ncu_log, timeout=left, poll=inv.poll, tag=inv.tag
             )
         except process.RunTimeout:
-            raise ncu.timeout_error(inv.timeout, inv.output_path) from None
-        if done.returncode == 0 or not NOT_FOUND.search(_read(inv.log_path)):
+            raise ncu.timeout_error(inv.timeout, inv.files.program_output) from None
+        if done.returncode == 0 or not NOT_FOUND.search(_read(inv.files.ncu_log)):
             return done
         if target.ended():
             raise AttachFailed("the target ended before ncu could attach (no CUDA call?)")
@@ -161,7 +159,7 @@ def _wait_for_end(target: Prelaunched, inv: ncu.Invocation, start: float) -> Non
     """The attach ends with the target; wait for its launcher to exit too."""
     while not target.ended():
         if time.monotonic() - start > inv.timeout:
-            raise ncu.timeout_error(inv.timeout, inv.output_path)
+            raise ncu.timeout_error(inv.timeout, inv.files.program_output)
         if inv.poll is not None:
             inv.poll()
         time.sleep(0.02)

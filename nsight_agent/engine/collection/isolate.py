@@ -19,6 +19,7 @@ from typing import Any
 
 from nsight_agent.engine.collection import preflight_run
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.store.records import DroppedVariant
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.errors import CollectionTimeoutError
 from nsight_agent.request import ProfileRequest
@@ -73,8 +74,8 @@ def worth_isolating(request: ProfileRequest) -> bool:
 
 def crashed_variants(
     run_dir: Path, request: ProfileRequest, device: str, poll: Callable[[], None] | None
-) -> dict[str, dict[str, Any]]:
-    """name -> dropped detail (verdict, stage, message, line) of each candidate that fails
+) -> dict[str, DroppedVariant]:
+    """name -> dropped record (verdict, stage, message, line) of each candidate that fails
     beside the baseline; the baseline's own failure is raised."""
     base = request.baseline_name()
     names = [v.name for v in request.effective_variants()]
@@ -89,33 +90,31 @@ def crashed_variants(
     if broken(alone):
         message = "\n".join(alone.errors) or "the pre-flight failed"
         raise SourceError(alone.stage or "entry", message, line=alone.line, variant=base)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, DroppedVariant] = {}
     for name in names:
         if name == base:
             continue
         try:
             beside = pair([base, name])
         except CollectionTimeoutError:
-            found[name] = {
-                "verdict": "timeout",
-                "stage": "entry",
-                "message": f"ran past the {request.timeout_s:g} s limit beside the baseline "
+            found[name] = DroppedVariant(
+                verdict="timeout",
+                stage="entry",
+                message=f"ran past the {request.timeout_s:g} s limit beside the baseline "
                 "(which passed alone) and was killed; the other variants were measured",
-            }
+            )
             continue
         if broken(beside):
-            own = beside.dropped.get(name) or {}
-            message = str(own.get("message") or "\n".join(beside.errors))
-            found[name] = {
-                "verdict": "error",
-                "stage": own.get("stage") or beside.stage or "entry",
-                "message": f"{message} (it broke the run; the baseline passed alone)",
-                **(
-                    {"line": own.get("line") or beside.line}
-                    if own.get("line") or beside.line
-                    else {}
-                ),
-            }
+            own = beside.dropped.get(name)
+            message = (own.message if own else "") or "\n".join(beside.errors)
+            line = (own.line if own else None) or beside.line
+            where: dict[str, Any] = {"line": line} if line else {}  # no key when not known
+            found[name] = DroppedVariant(
+                verdict="error",
+                stage=(own.stage if own else "") or beside.stage or "entry",
+                message=f"{message} (it broke the run; the baseline passed alone)",
+                **where,
+            )
     return found
 
 

@@ -19,6 +19,7 @@ from typing import get_args
 from nsight_agent.annotation import NCU_NVTX_INCLUDE
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import gpu_lock
+from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.errors import (
     CollectionTimeoutError,
     CounterPermissionError,
@@ -166,26 +167,24 @@ class NcuRun:
 
     argv: list[str]
     returncode: int
-    report_path: Path
-    log_path: Path
-    output_path: Path
+    files: RunFiles
     seconds: float
     waited_s: float = 0.0  # waiting for the GPU's profiler lock (another process held it)
     attempts: int = 1
 
     def ncu_log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        log = self.files.ncu_log
+        return log.read_text(errors="replace") if log.exists() else ""
 
     def program_output(self) -> str:
-        return self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
+        output = self.files.program_output
+        return output.read_text(errors="replace") if output.exists() else ""
 
 
 def run(
     argv: list[str],
     *,
-    report_path: Path,
-    log_path: Path,
-    output_path: Path,
+    files: RunFiles,
     timeout: float,
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
@@ -199,7 +198,7 @@ def run(
     try:
         done = process.run_to_file(
             argv,
-            output_path=output_path,
+            output_path=files.program_output,
             timeout=timeout,
             cwd=cwd,
             env=env,
@@ -208,8 +207,8 @@ def run(
             tag=tag,
         )
     except process.RunTimeout:
-        raise timeout_error(timeout, output_path) from None
-    return NcuRun(argv, done.returncode, report_path, log_path, output_path, done.seconds)
+        raise timeout_error(timeout, files.program_output) from None
+    return NcuRun(argv, done.returncode, files, done.seconds)
 
 
 def timeout_error(timeout: float, output_path: Path) -> CollectionTimeoutError:
@@ -265,7 +264,8 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
     if run_result.returncode != 0 or errors:
         raise NcuError(
             f"ncu failed (exit code {run_result.returncode}): {text or _tail(log, 20)}",
-            f"See the ncu log {run_result.log_path} and the program output {run_result.output_path}.",
+            f"See the ncu log {run_result.files.ncu_log} and the program output "
+            f"{run_result.files.program_output}.",
         )
     if "No kernels were profiled" in log or "No ranges were profiled" in log:
         raise NoKernelsProfiledError(
@@ -274,10 +274,10 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
             "launches CUDA kernels (tensors on a CUDA device, not the CPU) and that "
             "ignore_kernel_list does not drop them all.",
         )
-    if not run_result.report_path.exists():
+    if not run_result.files.report.exists():
         raise NcuError(
-            f"ncu exited cleanly but wrote no report at {run_result.report_path}.",
-            f"See the ncu log {run_result.log_path}.",
+            f"ncu exited cleanly but wrote no report at {run_result.files.report}.",
+            f"See the ncu log {run_result.files.ncu_log}.",
         )
 
 
@@ -292,32 +292,29 @@ def _tail(text: str, lines: int) -> str:
 @dataclass(frozen=True)
 class Invocation:
     """One profiled run under ncu, cold or through a pre-launched target: what it collects,
-    the files it leaves, its time limit and its hooks."""
+    the files it leaves (``files``: the report, the ncu log, the program's output and the
+    traceback it writes when it fails), its time limit and its hooks."""
 
     options: NcuOptions
-    report_path: Path
-    log_path: Path
-    output_path: Path
+    files: RunFiles
     timeout: float
-    error_path: Path | None = None  # where the program writes its own traceback when it fails
     poll: Callable[[], None] | None = None  # progress; a cancel raises there
     suggest: Suggest | None = None  # close matches for a metric name ncu rejected (catalog)
     tag: str | None = None  # names the run in the children's marker (``process``)
 
     def __post_init__(self) -> None:
-        if self.report_path.suffix != ".ncu-rep":
-            raise InvalidRequestError(f"report path must end in .ncu-rep: {self.report_path}")
+        if self.files.report.suffix != ".ncu-rep":
+            raise InvalidRequestError(f"report path must end in .ncu-rep: {self.files.report}")
 
     @property
     def report_base(self) -> Path:
         """The report's path as ncu's ``--export`` takes it: without the suffix."""
-        return self.report_path.with_suffix("")
+        return self.files.report.with_suffix("")
 
     def check(self, result: NcuRun) -> None:
         """``check`` the run, with the traceback the program recorded itself, if any."""
-        program_error = ""
-        if self.error_path is not None and self.error_path.exists():
-            program_error = self.error_path.read_text(errors="replace")
+        error = self.files.error
+        program_error = error.read_text(errors="replace") if error.exists() else ""
         check(result, program_error=program_error, suggest=self.suggest)
 
 
@@ -336,7 +333,7 @@ def profile_cold(
     held the counters, it is tried again after ``forget`` removed what the failed attempt's
     program left (its progress and manifest would be read as the next attempt's).
     """
-    argv = build_argv(find_ncu(), inv.options, inv.report_base, inv.log_path, target)
+    argv = build_argv(find_ncu(), inv.options, inv.report_base, inv.files.ncu_log, target)
     env = env if env is not None else process.child_env()
     keys = gpu_lock.gpu_keys(env.get("CUDA_VISIBLE_DEVICES"))
     waited = 0.0
@@ -348,9 +345,7 @@ def profile_cold(
             waited += w
             result = run(
                 argv,
-                report_path=inv.report_path,
-                log_path=inv.log_path,
-                output_path=inv.output_path,
+                files=inv.files,
                 timeout=inv.timeout,
                 cwd=cwd,
                 env=env,
@@ -368,8 +363,7 @@ def profile_cold(
                 ) from err
             logger.warning("GPU profiler busy (attempt %d): trying again in %.0f s", attempt, pause)
             _pause(pause, inv.poll)
-            if inv.error_path is not None:
-                inv.error_path.unlink(missing_ok=True)
+            inv.files.error.unlink(missing_ok=True)
             if forget is not None:
                 forget()
             continue

@@ -17,12 +17,10 @@ from nsight_agent.engine import process
 from nsight_agent.engine.collection import attach, ncu, preflight_run, work
 from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.store.runs import artifact_paths
+from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.errors import NcuError, NoKernelsProfiledError, ProfiledProcessError
 from nsight_agent.request import ProfileRequest
 
-# What the harness writes beside the report and the manifest (engine/harness/runtime.Files).
-LEFT = ("error.json", "progress.txt")
 __all__ = ["Collected", "TargetSource", "collect_harness", "ended_early", "forget_attempt"]
 
 
@@ -54,16 +52,8 @@ def collect_harness(
         cache_control=request.cache_control,
         clock_control=request.clock_control,
     )
-    artifacts = artifact_paths(run_dir)
-    inv = ncu.Invocation(
-        options,
-        report_path=artifacts["report"],
-        log_path=artifacts["ncu_log"],
-        output_path=artifacts["program_output"],
-        timeout=request.timeout_s,
-        error_path=run_dir / "error.json",
-        poll=poll,
-    )
+    files = RunFiles.in_folder(run_dir)
+    inv = ncu.Invocation(options, files, timeout=request.timeout_s, poll=poll)
     harness = ["harness.py", "--device", "cuda"] + (["--skip", ",".join(skip)] if skip else [])
     done: ncu.NcuRun | None = None
     try:
@@ -90,14 +80,14 @@ def collect_harness(
                 forget=lambda: forget_attempt(run_dir),
             )
     except ProfiledProcessError as err:
-        raise preflight_run.source_error(run_dir / "error.json", err.stderr_tail) from err
+        raise preflight_run.source_error(files.error, err.stderr_tail) from err
     except (NoKernelsProfiledError, NcuError) as err:
         # An early exit (os._exit at import or in the entry) looks like "no kernels".
-        early = ended_early(artifacts["manifest"], request)
+        early = ended_early(files.manifest, request)
         if early is not None:
             raise early from err
         raise
-    early = ended_early(artifacts["manifest"], request)
+    early = ended_early(files.manifest, request)
     if early is not None:
         raise early
     path = attach.PRELAUNCHED if why is None else f"cold: {why}"
@@ -117,8 +107,8 @@ def _waits(done: ncu.NcuRun) -> str:
 def forget_attempt(run_dir: Path) -> None:
     """Remove what a failed attempt's harness left (an attach, or a cold run that met a busy
     profiler), before the next run writes its own (a stale error.json would be read as its)."""
-    artifacts = artifact_paths(run_dir)
-    for path in (artifacts["report"], artifacts["manifest"], *map(run_dir.joinpath, LEFT)):
+    files = RunFiles.in_folder(run_dir)
+    for path in (files.report, files.manifest, files.error, files.progress):
         path.unlink(missing_ok=True)
 
 

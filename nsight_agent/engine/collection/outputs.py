@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from nsight_agent.engine.collection.extract import ActionRecord
+from nsight_agent.engine.store.records import Suspect
 from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 
@@ -116,7 +117,7 @@ def floor_suspects(
     request: ProfileRequest,
     out_bytes: list[dict[str, int]],
     peak_bytes_per_s: float | None,
-) -> list[dict[str, Any]]:
+) -> list[Suspect]:
     """The physical floor on the ncu path: a (variant, config) whose mean kernel time is below
     what writing its outputs takes at the GPU's peak DRAM bandwidth did not do its work in
     the kernels measured (a result cached or computed elsewhere). ``out_bytes``: per config,
@@ -134,22 +135,22 @@ def floor_suspects(
         need_ns = written / peak_bytes_per_s * 1e9
         if float(row["AvgValue"]) < need_ns:
             found.append(
-                {
-                    "variant": variant,
-                    "config_index": ci,
-                    "reason": f"its kernels took {float(row['AvgValue']) / 1e3:.3g} us, below "
+                Suspect(
+                    variant=variant,
+                    config_index=ci,
+                    reason=f"its kernels took {float(row['AvgValue']) / 1e3:.3g} us, below "
                     f"the {need_ns / 1e3:.3g} us that writing its {written / 1e6:.3g} MB of "
                     f"outputs takes at the GPU's peak DRAM bandwidth "
                     f"({peak_bytes_per_s / 1e12:.3g} TB/s): the work is not in the kernels "
                     "measured",
-                }
+                )
             )
     return found
 
 
-def first_per_config(suspects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def first_per_config(suspects: list[Suspect]) -> list[Suspect]:
     """One reason per (variant, config): the first found (the pre-flight's, then the run's)."""
-    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    seen: dict[tuple[str, int], Suspect] = {}
     for s in suspects:
-        seen.setdefault((str(s["variant"]), int(s["config_index"])), s)
+        seen.setdefault((s.variant, s.config_index), s)
     return list(seen.values())

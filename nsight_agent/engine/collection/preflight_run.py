@@ -12,6 +12,12 @@ from typing import Any
 
 from nsight_agent.engine import process
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.store.records import (
+    DroppedVariant,
+    DropVerdict,
+    dropped_from,
+    suspects_from,
+)
 from nsight_agent.engine.store.run_status import tag_run
 from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
 from nsight_agent.errors import CollectionTimeoutError
@@ -81,8 +87,8 @@ def result_from_files(
         warm=warm,
         cuda_build=manifest.get("cuda_build"),
         builds=list(manifest.get("builds") or []),
-        dropped=dict(manifest.get("dropped") or {}),
-        suspects=list(manifest.get("suspects") or []),
+        dropped=dropped_from(manifest.get("dropped")),
+        suspects=suspects_from(manifest.get("suspects")),
     )
     if returncode != 0:
         output = run_dir / f"{prefix}output.log"
@@ -155,8 +161,13 @@ def _add_check_errors(result: PreflightResult, manifest: dict[str, Any], baselin
         if not c.ok and c.reason in STRUCTURAL_REASONS and c.variant != baseline:
             result.dropped.setdefault(
                 c.variant,
-                {"verdict": "incorrect", "stage": "check", "message": c.message}
-                | {"config_index": c.config_index, "reason": c.reason},
+                DroppedVariant(
+                    verdict="incorrect",
+                    stage="check",
+                    message=c.message,
+                    config_index=c.config_index,
+                    reason=c.reason,
+                ),
             )
     errors = [
         f"variant {c.variant!r}, config #{c.config_index}: {c.message}" for c in checks if not c.ok
@@ -170,14 +181,16 @@ def _add_check_errors(result: PreflightResult, manifest: dict[str, Any], baselin
             message = f"{check.message}; and {message[:1].lower()}{message[1:]}"
         if variant != baseline:
             stage = "check" if verdict == "incorrect" else "entry"
-            detail = {"verdict": verdict, "stage": stage, "message": message}
-            result.dropped.setdefault(variant, detail | {"config_index": config})
+            detail = DroppedVariant(
+                verdict=verdict, stage=stage, message=message, config_index=config
+            )
+            result.dropped.setdefault(variant, detail)
         else:
             result.stage = "entry"
     errors += [
-        f"variant {name!r}: {d.get('verdict')} at {d.get('stage')}: {d.get('message')}"
+        f"variant {name!r}: {d.verdict} at {d.stage}: {d.message}"
         for name, d in result.dropped.items()
-        if d.get("stage") != "check" and not any(name in e for e in errors)
+        if d.stage != "check" and not any(name in e for e in errors)
     ]
     if errors:
         result.ok, result.errors = False, errors
@@ -195,14 +208,14 @@ def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | 
     return out
 
 
-def _kernel_count_errors(manifest: dict[str, Any]) -> list[tuple[str, int, str, str]]:
+def _kernel_count_errors(manifest: dict[str, Any]) -> list[tuple[str, int, DropVerdict, str]]:
     """Runs of one (variant, config) must launch the same kernels, and at least one:
     (variant, config, verdict, message) for each that does not."""
     seen: dict[tuple[str, int], set[int]] = {}
     for c in manifest.get("calls", []):
         if c.get("kernels") is not None:
             seen.setdefault((c["variant"], c["config"]), set()).add(len(c["kernels"]))
-    errors = []
+    errors: list[tuple[str, int, DropVerdict, str]] = []
     for (variant, config), counts in seen.items():
         if len(counts) > 1:
             errors.append(
@@ -219,7 +232,7 @@ def _kernel_count_errors(manifest: dict[str, Any]) -> list[tuple[str, int, str, 
     return errors
 
 
-def _no_kernel(manifest: dict[str, Any], variant: str, config: int) -> tuple[str, str]:
+def _no_kernel(manifest: dict[str, Any], variant: str, config: int) -> tuple[DropVerdict, str]:
     """The verdict of a (variant, config) whose measured calls launched no kernel: ``suspect``
     when its first call launched some (it returns what that call computed), else
     ``no_kernel``."""

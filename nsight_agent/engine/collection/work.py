@@ -15,11 +15,10 @@ FLOP counters leave out, so a rewrite that moves work between pipes is not flagg
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from nsight_agent.engine.collection import outputs
+from nsight_agent.engine.store.records import Suspect
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 
 DRAM_BYTES = "dram__bytes.sum"
@@ -45,7 +44,7 @@ def added_metrics(request: ProfileRequest) -> list[str]:
     return [m for m in collected_metrics(request) if m not in asked]
 
 
-def work_suspects(processed: pd.DataFrame, request: ProfileRequest) -> list[dict[str, Any]]:
+def work_suspects(processed: pd.DataFrame, request: ProfileRequest) -> list[Suspect]:
     """(variant, config) pairs whose kernels did under ``WORK_FRACTION`` of the baseline's
     DRAM bytes and instructions; the reason names both fractions."""
     if processed.empty or not set(WORK_METRICS) <= set(processed.get("Metric", [])):
@@ -68,14 +67,14 @@ def work_suspects(processed: pd.DataFrame, request: ProfileRequest) -> list[dict
         fractions = {m: mine[m] / base[m] for m in WORK_METRICS}
         if all(f < WORK_FRACTION for f in fractions.values()):
             found.append(
-                {
-                    "variant": variant,
-                    "config_index": ci,
-                    "reason": f"its kernels moved {fractions[DRAM_BYTES]:.1%} of the baseline's "
+                Suspect(
+                    variant=variant,
+                    config_index=ci,
+                    reason=f"its kernels moved {fractions[DRAM_BYTES]:.1%} of the baseline's "
                     f"DRAM bytes and executed {fractions[INSTRUCTIONS]:.1%} of its "
                     "instructions: the work is not in the kernels measured (a cached or "
                     "precomputed result?)",
-                }
+                )
             )
     return found
 

@@ -22,6 +22,13 @@ import pandas as pd
 from pydantic import BaseModel
 
 from nsight_agent.engine.harness import render
+from nsight_agent.engine.store.records import (
+    DroppedVariant,
+    RunFiles,
+    Suspect,
+    dropped_from,
+    suspects_from,
+)
 from nsight_agent.engine.store.run_status import (
     STATUS_FILE,
     owner_gone,
@@ -75,10 +82,8 @@ class PreflightResult(BaseModel):
     builds: list[dict[str, Any]] = []  # torch extensions the sources built at import
     run_id: str | None = None  # set by preflight(): its files are in <runs_root>/<run_id>/
     warm: bool = False  # run on a warm worker (no new interpreter), not in a new process
-    # Variants that failed alone and are not measured further: name -> verdict (error, suspect,
-    # no_kernel, incorrect), stage, message, line, config_index.
-    dropped: dict[str, dict[str, Any]] = {}
-    suspects: list[dict[str, Any]] = []  # variant, config_index, reason
+    dropped: dict[str, DroppedVariant] = {}  # variants that failed alone, by name
+    suspects: list[Suspect] = []
 
 
 @dataclass
@@ -98,10 +103,15 @@ class RunResult:
     cuda_build: dict[str, Any] | None = None  # first build of this request (pre-flight)
     preflight: PreflightResult | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # as PreflightResult's
-    suspects: list[dict[str, Any]] = field(default_factory=list)  # variant, config_index, reason
+    dropped: dict[str, DroppedVariant] = field(default_factory=dict)  # as PreflightResult's
+    suspects: list[Suspect] = field(default_factory=list)
     status: str = "passed"  # passed | failed | timed_out | cancelled | interrupted (status.json)
     failure: dict[str, Any] | None = None  # stage and message of a run that did not pass
+
+    @property
+    def files(self) -> RunFiles:
+        """Its files by role (``artifacts`` names those that exist, for answers)."""
+        return RunFiles.in_folder(self.run_dir)
 
     def ok(self, variant: str, config_index: int) -> bool:
         """False unless the variant's outputs were checked correct for that config."""
@@ -180,12 +190,13 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
     pre = data.get("preflight")
     artifacts = {k: p for k, p in artifact_paths(run_dir).items() if p.exists()}
     artifacts["result"] = run_dir / "result.json"
+    files = RunFiles.in_folder(run_dir)
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
         request=read_request(run_dir),
-        processed=pd.read_csv(run_dir / "processed.csv"),
-        raw=pd.read_csv(run_dir / "raw.csv"),
+        processed=pd.read_csv(files.processed_csv),
+        raw=pd.read_csv(files.raw_csv),
         checks=[OutputCheck(**c) for c in data["checks"]],
         kernels=data["kernels"],
         warnings=data["warnings"],
@@ -194,8 +205,8 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
         cuda_build=data.get("cuda_build"),
         preflight=PreflightResult(**pre) if pre else None,
         extra=data.get("extra", {}),
-        dropped=data.get("dropped", {}),
-        suspects=data.get("suspects", []),
+        dropped=dropped_from(data.get("dropped")),
+        suspects=suspects_from(data.get("suspects")),
     )
 
 
@@ -218,8 +229,8 @@ def _failed_run(run_id: str, run_dir: Path, status: dict[str, Any], state: str) 
         ) from err
     failure = {k: status.get(k) for k in ("status", "stage", "message", "error")}
     failure["status"] = state
-    named = artifact_paths(run_dir)
-    for extra in ("error.json", "preflight-output.log", "preflight-error.json"):
+    named = artifact_paths(run_dir) | {"error_json": RunFiles.in_folder(run_dir).error}
+    for extra in ("preflight-output.log", "preflight-error.json"):
         named[extra.replace(".", "_").replace("-", "_")] = run_dir / extra
     return RunResult(
         run_id=run_id,
@@ -297,25 +308,28 @@ def read_request(run_dir: Path) -> ProfileRequest:
 
 
 def artifact_paths(run_dir: Path) -> dict[str, Path]:
-    names = {
-        "request": "request.json",
-        "harness": "harness.py",
-        "source": f"{render.MAIN_MODULE}.py",
-        "manifest": "manifest.json",
-        "report": "report.ncu-rep",
-        "ncu_log": "ncu.log",
-        "program_output": "program-output.log",
-        "raw_csv": "raw.csv",
-        "processed_csv": "processed.csv",
-        "status": STATUS_FILE,
+    """A run's files by the names answers publish (resources nsight-agent://runs/{id}/{name});
+    the engine itself reads them by role (``RunFiles``)."""
+    files = RunFiles.in_folder(run_dir)
+    return {
+        "request": run_dir / "request.json",
+        "harness": run_dir / "harness.py",
+        "source": run_dir / f"{render.MAIN_MODULE}.py",
+        "manifest": files.manifest,
+        "report": files.report,
+        "ncu_log": files.ncu_log,
+        "program_output": files.program_output,
+        "raw_csv": files.raw_csv,
+        "processed_csv": files.processed_csv,
+        "status": run_dir / STATUS_FILE,
     }
-    return {k: run_dir / v for k, v in names.items()}
 
 
 def save_result(result: RunResult) -> None:
     """Write raw.csv, processed.csv and result.json: what ``load_run`` reads back."""
-    result.raw.to_csv(result.run_dir / "raw.csv", index=False)
-    result.processed.to_csv(result.run_dir / "processed.csv", index=False)
+    files = result.files
+    result.raw.to_csv(files.raw_csv, index=False)
+    result.processed.to_csv(files.processed_csv, index=False)
     data = {
         "run_id": result.run_id,
         "checks": [c.model_dump() for c in result.checks],
@@ -325,10 +339,9 @@ def save_result(result: RunResult) -> None:
         "cuda_build": result.cuda_build,
         "preflight": result.preflight.model_dump() if result.preflight else None,
         "extra": result.extra,
-        "dropped": result.dropped,
-        "suspects": result.suspects,
+        "dropped": {name: d.model_dump() for name, d in result.dropped.items()},
+        "suspects": [s.model_dump() for s in result.suspects],
     }
     write_atomic(result.run_dir / "result.json", json.dumps(data, indent=1, default=str))
-    for key, name in (("raw_csv", "raw.csv"), ("processed_csv", "processed.csv")):
-        result.artifacts[key] = result.run_dir / name
+    result.artifacts |= {"raw_csv": files.raw_csv, "processed_csv": files.processed_csv}
     result.artifacts["result"] = result.run_dir / "result.json"

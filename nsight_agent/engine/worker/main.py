@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from nsight_agent.engine.worker.timing_options import TimingOptions
+
 DEVICE_ENV = "NSIGHT_AGENT_WORKER_DEVICE"
 PARENT_ENV = "NSIGHT_AGENT_WORKER_PARENT"
 _HEADER = struct.Struct(">Q")
@@ -65,11 +67,12 @@ class CallJob:
 
 @dataclass(frozen=True)
 class TimeJob:
-    """Time the variants of a rendered run directory (``timing_run.time_run_dir``)."""
+    """Time the variants of a rendered run directory (``timing_run.time_run_dir``); the run's
+    own seed, tolerances and vary_inputs (its SPEC) replace those of ``options``."""
 
     run_dir: str
     device: str
-    options: dict[str, Any] = field(default_factory=dict)
+    options: TimingOptions = field(default_factory=TimingOptions)
     output: str = ""
 
 
@@ -221,7 +224,7 @@ def run_job(job: Job) -> Any:
         from nsight_agent.engine.worker import timing_run
 
         with _output_to(job.output):
-            return timing_run.time_run_dir(Path(job.run_dir), job.device, **job.options)
+            return timing_run.time_run_dir(Path(job.run_dir), job.device, job.options)
     raise TypeError(f"unknown job {type(job).__name__}")
 
 

@@ -51,6 +51,7 @@ from nsight_agent.engine.worker.main import (
     TimeJob,
     send,
 )
+from nsight_agent.engine.worker.timing_options import TimingOptions
 from nsight_agent.errors import (
     CollectionTimeoutError,
     NsightAgentError,
@@ -67,6 +68,7 @@ __all__ = [
     "JobError",
     "PreflightJob",
     "TimeJob",
+    "TimingOptions",
     "Worker",
     "WorkerCrashed",
     "WorkerError",

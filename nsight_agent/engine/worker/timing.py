@@ -47,31 +47,14 @@ import pandas as pd
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
 from nsight_agent.engine.harness import checks, integrity, runtime
+from nsight_agent.engine.store.records import DroppedVariant, Suspect, dropped_from
 from nsight_agent.engine.worker import timer as timer_module
 from nsight_agent.engine.worker.timer import Call, Timer
+from nsight_agent.engine.worker.timing_options import TimingOptions as TimingOptions
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
 
 METRIC = TIME_METRIC
-
-
-@dataclass
-class TimingOptions:
-    min_runs: int = 10
-    max_runs: int = 200
-    ci_target_pct: float = 1.5
-    warmup_min: int = 3
-    warmup_max: int = 50
-    steady_pct: float = 5.0
-    max_seconds: float = 20.0  # per config, the timed runs
-    flush_l2: bool = True
-    seed: int = 0
-    rtol: float | None = None
-    atol: float | None = None
-    skip: tuple[str, ...] = ()  # variants dropped before (at the pre-flight)
-    vary_inputs: bool = True
-    tolerances: dict[str, tuple[float, float]] | None = None  # (rtol, atol) by dtype name
-    peak_dram_bytes_per_s: float | None = None  # default: NVML's, on a GPU
 
 
 @dataclass
@@ -83,8 +66,8 @@ class TimingResult:
     device: str
     params: list[str]
     notes: list[str] = field(default_factory=list)
-    dropped: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> verdict, why
-    suspects: list[dict[str, Any]] = field(default_factory=list)  # variant, config_index, reason
+    dropped: dict[str, DroppedVariant] = field(default_factory=dict)
+    suspects: list[Suspect] = field(default_factory=list)
 
     def frame(self) -> pd.DataFrame:
         """The rows as a processed frame, Geomean per variant over the configs."""
@@ -243,17 +226,18 @@ class _Config:
 def _time_config(
     cfg: _Config,
     variants: Mapping[str, Callable[..., Any]],
-    baseline: str,
+    dropped: runtime.Dropped,
     timer: Timer,
     opts: TimingOptions,
     result: TimingResult,
 ) -> tuple[dict[str, list[float]], dict[str, int], _Verdicts]:
+    """One config's warm-up, runs and checks; ``dropped`` holds the variants dropped so far
+    (at earlier configs too) and gains this config's."""
     first = cfg.inputs(opts.seed)
     cfg.vary = opts.vary_inputs and integrity.seed_ignored(first, cfg.inputs(opts.seed + 1))
     if cfg.vary and integrity.VARY_NOTE not in result.notes:
         result.notes.append(integrity.VARY_NOTE)
-    dropped = runtime.Dropped(baseline)
-    dropped.update(result.dropped)
+    baseline = dropped.baseline
     warm = {}
     verdicts = _Verdicts(list(variants), baseline, opts)
     for name in variants:
@@ -304,7 +288,6 @@ def _time_config(
             verdicts.suspect_of(name, _call_problem(call, timer, run))
     runtime.synchronize(timer.device)
     verdicts.recheck({n: o for n, (o, _) in kept.items()}, {n: c for n, (_, c) in kept.items()})
-    result.dropped.update(dropped)
     samples = {n: [c.ns for c in cs] for n, cs in timed.items() if cs and n not in dropped}
     return samples, warm, verdicts
 
@@ -349,9 +332,10 @@ def time_variants(
     peak = opts.peak_dram_bytes_per_s or (
         timer_module.peak_dram_bytes_per_s() if timer.cuda else None
     )
+    dropped = runtime.Dropped(base)
     for ci, config in enumerate(configs):
         cfg = _Config(ci, config, setup, timer.device, opts.seed)
-        samples, warm, verdicts = _time_config(cfg, variants, base, timer, opts, result)
+        samples, warm, verdicts = _time_config(cfg, variants, dropped, timer, opts, result)
         floor = _floors(verdicts.written, samples, peak)
         for name, values in samples.items():
             verdicts.suspect_of(name, floor.get(name))
@@ -367,8 +351,9 @@ def time_variants(
             )
             if name in verdicts.suspect and outcome.ok:
                 result.suspects.append(
-                    {"variant": name, "config_index": ci, "reason": verdicts.suspect[name]}
+                    Suspect(variant=name, config_index=ci, reason=verdicts.suspect[name])
                 )
+    result.dropped = dropped_from(dropped)
     return result
 
 

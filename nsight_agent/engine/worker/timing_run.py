@@ -7,25 +7,23 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine.harness import checks, ext_builds, integrity, kernelbench, runtime
+from nsight_agent.engine.store.records import Suspect, dropped_from
 from nsight_agent.engine.worker import timing
 from nsight_agent.engine.worker.timing import TimingOptions, TimingResult
 from nsight_agent.errors import InvalidRequestError
 
 
-def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
+def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = None) -> TimingResult:
     """Time the variants of a rendered run (harness.py's SPEC and the user's files) on
-    ``device`` ("cuda" or "cpu"), with the request's seed and tolerances; in this process."""
+    ``device`` ("cuda" or "cpu"), with the request's seed, tolerances and vary_inputs (the
+    SPEC's, over those of ``options``); in this process."""
     import importlib.util
 
-    known = {f.name for f in fields(TimingOptions)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise InvalidRequestError(f"unknown timing options {unknown}; known: {sorted(known)}")
     spec_module = importlib.util.spec_from_file_location(
         "nsight_agent_spec", run_dir / "harness.py"
     )
@@ -34,11 +32,14 @@ def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
     harness = importlib.util.module_from_spec(spec_module)
     spec_module.loader.exec_module(harness)
     spec: dict[str, Any] = harness.SPEC
-    opts = TimingOptions(seed=spec["seed"], rtol=spec["rtol"], atol=spec["atol"])
-    opts.vary_inputs = bool(spec.get("vary_inputs", True))
-    opts.tolerances = spec.get("tolerances")
-    for key, value in options.items():
-        setattr(opts, key, tuple(value) if key == "skip" else value)
+    opts = replace(
+        options or TimingOptions(),
+        seed=spec["seed"],
+        rtol=spec["rtol"],
+        atol=spec["atol"],
+        vary_inputs=bool(spec.get("vary_inputs", True)),
+        tolerances=spec.get("tolerances"),
+    )
     variants = [v for v in spec["variants"] if v["name"] not in opts.skip]
     names = {v["module"] for v in variants} | {spec["setup_module"]}
     # What the timer and the checks rely on, as it was before user code is imported.
@@ -77,11 +78,11 @@ def time_run_dir(run_dir: Path, device: str, **options: Any) -> TimingResult:
             note = integrity.replaced_note(at_import)
             result.notes.append(f"the source {note}")
             result.suspects = [
-                {"variant": name, "config_index": ci, "reason": note}
+                Suspect(variant=name, config_index=ci, reason=note)
                 for name in entries
                 for ci in range(len(spec["configs"]))
             ]
-        result.dropped = {**dropped, **result.dropped}
+        result.dropped = {**dropped_from(dropped), **result.dropped}
         return result
     finally:
         timing.GUARD.clear()
