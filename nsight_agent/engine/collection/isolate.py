@@ -44,7 +44,8 @@ def attributed(
         if not worth_isolating(request):
             raise
         pre = None
-    if pre is not None and not (broken(pre) and worth_isolating(request)):
+    first_prefix = preflight_run.PREFLIGHT_PREFIX
+    if pre is not None and not (broken(pre, run_dir, first_prefix) and worth_isolating(request)):
         return pre
     crashed = crashed_variants(run_dir, request, device, poll)
     if not crashed:  # they fail only together: the first error stands
@@ -63,9 +64,14 @@ def attributed(
     return again
 
 
-def broken(pre: PreflightResult) -> bool:
-    """The run itself failed (not only a variant's outputs or a variant on its own)."""
-    return not pre.ok and pre.stage not in ("check", "variant")
+def broken(pre: PreflightResult, run_dir: Path, prefix: str) -> bool:
+    """The run itself failed, not only a variant's outputs or a variant on its own: a stage
+    before the check, or a harness that wrote an error report. A broken CUDA context surfaces
+    wherever the GPU is touched next, often in the output check ("check failed [variant
+    'ref']"), which is then no verdict on outputs but the harness failing."""
+    if pre.ok:
+        return False
+    return pre.stage not in ("check", "variant") or (run_dir / f"{prefix}error.json").is_file()
 
 
 def worth_isolating(request: ProfileRequest) -> bool:
@@ -80,14 +86,17 @@ def crashed_variants(
     base = request.baseline_name()
     names = [v.name for v in request.effective_variants()]
 
+    def prefix_of(keep: list[str]) -> str:
+        return f"{ALONE_PREFIX}{_safe(keep[-1])}-"
+
     def pair(keep: list[str]) -> PreflightResult:
-        tag = "-".join(keep) if len(keep) == 1 else keep[-1]
         skip = [n for n in names if n not in keep]
-        prefix = f"{ALONE_PREFIX}{_safe(tag)}-"
-        return preflight_run.run_preflight(run_dir, request, device, poll, skip=skip, prefix=prefix)
+        return preflight_run.run_preflight(
+            run_dir, request, device, poll, skip=skip, prefix=prefix_of(keep)
+        )
 
     alone = pair([base])  # a timeout here is the baseline's: raised as it is
-    if broken(alone):
+    if broken(alone, run_dir, prefix_of([base])):
         message = "\n".join(alone.errors) or "the pre-flight failed"
         raise SourceError(alone.stage or "entry", message, line=alone.line, variant=base)
     found: dict[str, DroppedVariant] = {}
@@ -104,7 +113,7 @@ def crashed_variants(
                 "(which passed alone) and was killed; the other variants were measured",
             )
             continue
-        if broken(beside):
+        if broken(beside, run_dir, prefix_of([base, name])):
             own = beside.dropped.get(name)
             message = (own.message if own else "") or "\n".join(beside.errors)
             line = (own.line if own else None) or beside.line
