@@ -320,8 +320,11 @@ print("COLLECTION", result.extra.get("collection"))
 @pytest.mark.gpu
 def test_two_processes_profiling_one_gpu_both_succeed(tmp_path: Path) -> None:
     """Without the lock the second ncu fails ("a driver resource was unavailable"). The test
-    holds GPU 0's lock until both runs have passed their pre-flight, so both reach ncu
-    together (state, not timing): one profiles, the other waits for it, both succeed."""
+    holds GPU 0's lock until both runs have passed their pre-flight, so both reach ncu while
+    one holds it (state, not timing): both succeed, and the one that came second waits for
+    the other's whole ncu run. The last to pass its pre-flight may find the test's lock
+    already let go (its wait under the 0.5 s a run reports: seen on the H200), so "waited"
+    is asked of one run, not both."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     runs = [tmp_path / f"runs{i}" for i in range(2)]
     with gpu_lock.held(gpu_lock.gpu_keys("0"), tag="the test", timeout=60):
@@ -347,4 +350,4 @@ def test_two_processes_profiling_one_gpu_both_succeed(tmp_path: Path) -> None:
     for proc, out in zip(procs, outs, strict=True):
         print(out[-1500:])  # shown by pytest -rA: each run's collection path and waits
         assert proc.returncode == 0, out[-3000:]
-        assert "waited" in out, out[-1500:]
+    assert any("waited" in out for out in outs), [out[-1500:] for out in outs]
