@@ -61,9 +61,14 @@ def runs(tmp_path: Path) -> Path:
     return tmp_path / "runs"
 
 
+TIMING = {"method": "timing"}
+
+
 @pytest.fixture
 def no_ncu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whatever this machine has, the tools see no ncu: the CPU pre-flight path."""
+    """Whatever this machine has, the tools see no ncu: a call that needs it fails at once, so
+    these tests take the timing path (``TIMING``), whose pre-flight runs the harness on the CPU
+    on the server's warm worker."""
 
     def missing() -> str:
         raise NcuNotFoundError("Nsight Compute (ncu) was not found (test).", "Install it.")
@@ -201,6 +206,7 @@ async def test_broken_sources(
 ) -> None:
     async with Client(build_server(runs)) as client:
         args = {"source": source, "configs": [{"n": 8}], "language": "torch", "runs": 1, **extra}
+        args |= TIMING
         text = await expect_error(client, "profile_kernel", args, *needles)
     assert "(run 2" in text  # the run id is in the error answer
     run_id = text.split("(run ", 1)[1].split(")", 1)[0]
@@ -226,6 +232,7 @@ async def test_hanging_source_is_killed_at_its_limit_and_the_run_says_timed_out(
                 "configs": [{"n": 8}],
                 "language": "torch",
                 **both(timeout_s=10),
+                **TIMING,
             },
             "ran past its 10 s limit",
         )
@@ -451,7 +458,7 @@ async def test_runs_root_that_is_a_file(tmp_path: Path, no_ncu: None) -> None:
         await expect_error(
             client,
             "profile_kernel",
-            {"source": GOOD, "configs": [{"n": 8}], "language": "torch"},
+            {"source": GOOD, "configs": [{"n": 8}], "language": "torch", **TIMING},
             "is a file, not a folder",
             "NSIGHT_AGENT_RUNS",
         )
@@ -465,7 +472,7 @@ async def test_unwritable_runs_folder(tmp_path: Path, no_ncu: None) -> None:
         await expect_error(
             client,
             "profile_kernel",
-            {"source": GOOD, "configs": [{"n": 8}], "language": "torch"},
+            {"source": GOOD, "configs": [{"n": 8}], "language": "torch", **TIMING},
             "not writable",
         )
 
@@ -488,7 +495,7 @@ async def test_unwritable_runs_folder_as_seen_by_the_store(
         await expect_error(
             client,
             "profile_kernel",
-            {"source": GOOD, "configs": [{"n": 8}], "language": "torch"},
+            {"source": GOOD, "configs": [{"n": 8}], "language": "torch", **TIMING},
             "not writable",
             "Permission denied",
         )
@@ -566,7 +573,8 @@ async def test_cancel_during_the_preflight_leaves_nothing(runs: Path, no_ncu: No
     async with Client(build_server(runs)) as client:
         with anyio.move_on_after(8):
             await client.call_tool(
-                "profile_kernel", {"source": source, "configs": [{"n": 8}], "language": "torch"}
+                "profile_kernel",
+                {"source": source, "configs": [{"n": 8}], "language": "torch", **TIMING},
             )
         left = left_behind()
         assert not left, left
@@ -584,7 +592,8 @@ async def test_cancel_during_a_warm_preflight_kills_the_worker(
     async with Client(build_server(runs)) as client:
         with anyio.move_on_after(10):
             await client.call_tool(
-                "profile_kernel", {"source": source, "configs": [{"n": 8}], "language": "torch"}
+                "profile_kernel",
+                {"source": source, "configs": [{"n": 8}], "language": "torch", **TIMING},
             )
         deadline = time.monotonic() + 30
         while process.marked_processes(process.owner_prefix()) and time.monotonic() < deadline:

@@ -57,6 +57,8 @@ class StandInExecutor(Executor):
             return handle
         run_dir = self.tmp / f"run-{len(self.jobs)}"
         run_dir.mkdir()
+        if job.mode != "timing":
+            (run_dir / "report.ncu-rep").symlink_to(PLANTED)
         frame = pd.DataFrame({"AvgValue": [1234.0]}) if job.mode == "timing" else pd.DataFrame()
         handle.future.set_result(
             RunResult(
@@ -68,7 +70,7 @@ class StandInExecutor(Executor):
                 checks=[],
                 kernels={},
                 warnings=[],
-                artifacts={} if job.mode == "timing" else {"report": PLANTED},
+                artifacts={},
                 seconds=0.0,
             )
         )
