@@ -13,30 +13,8 @@ import torch
 
 from bench import kernelbench_sweep as sweep
 
-TINY = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        return torch.relu(self.linear(x))
-
-
-batch_size = 4
-features = 16
-
-
-def get_inputs():
-    return [torch.randn(batch_size, features)]
-
-
-def get_init_inputs():
-    return [features]
-"""
+# A small KernelBench-style problem (the fixture the KernelBench tests use too).
+TINY = (Path(__file__).parent / "fixtures" / "kernelbench" / "problem_linear_relu.py").read_text()
 
 BROKEN = TINY.replace(
     "def get_inputs():\n", "def get_inputs():\n    raise ValueError('no inputs today')\n"
@@ -114,7 +92,7 @@ def test_the_compile_candidate_compiles_the_reference_model(
     torch.manual_seed(3)
     new = namespace["ModelNew"](*namespace["get_init_inputs"]())
     assert len(compiled) == 1 and type(compiled[0]) is namespace["Model"]
-    x = torch.randn(4, 16)
+    x = torch.randn(*namespace["get_inputs"]()[0].shape)
     assert torch.equal(new(x), ref(x))  # same seed, same weights: the harness's convention
 
 
