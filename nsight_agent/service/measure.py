@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -46,10 +46,6 @@ class Measuring:
     def runs_here(self) -> bool:
         """The jobs run on this machine (no executor, or a local one), not on a cluster's."""
         return self.executor is None or self.executor.checks_ncu_here
-
-    def with_calls(self, on_progress: Progress | None, cancel: threading.Event | None) -> Measuring:
-        """The same place, for one call with its own progress hook and cancel event."""
-        return replace(self, on_progress=on_progress, cancel=cancel)
 
 
 def measure(request: ProfileRequest, method: Method, where: Measuring) -> RunResult:
