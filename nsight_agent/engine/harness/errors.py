@@ -93,7 +93,8 @@ class SourceError(HarnessError):
         self.variant = variant
         self.config_index = config_index
         where = f" ({file or 'source'} line {line})" if line is not None else ""
-        who = f" [variant {variant!r}, config #{config_index}]" if variant is not None else ""
+        config = f", config #{config_index}" if config_index is not None else ""
+        who = f" [variant {variant!r}{config}]" if variant is not None else ""
         super().__init__(f"{stage} failed{where}{who}: {message}", hint_for(stage, message, line))
 
     def to_dict(self) -> dict[str, Any]:

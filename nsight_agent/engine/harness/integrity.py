@@ -43,11 +43,32 @@ GUARDED: tuple[tuple[Any, str], ...] = (
 )
 VARY_NOTE = (
     "setup ignores the seed (two seeds gave identical inputs, e.g. it seeds a generator of "
-    "its own): the harness refilled every floating-point input with fresh random values "
-    "from each run's seed (uniform within the tensor's own range), so cached results are "
-    "caught; pass options.vary_inputs=false for inputs whose values carry structure "
-    "(sorted data, probabilities), and then a result cached by shape is not caught"
+    "its own): the harness refilled {refilled} with fresh random values from each run's seed "
+    "(uniform within the tensor's own range), so cached results are caught{kept}; pass "
+    "options.vary_inputs=false for inputs whose values carry structure (sorted data, "
+    "probabilities), and then a result cached by shape is not caught"
 )
+
+
+def constant(t: torch.Tensor) -> bool:
+    """All one value (zeros, ones, a fill value): a buffer (an accumulator, an output, a mask,
+    a counter) that no seed should change, not data to refill."""
+    return t.numel() == 0 or float(t.min()) == float(t.max())
+
+
+def vary_note(inputs: Any) -> str:
+    """VARY_NOTE for these inputs: how many were refilled, and which kinds were kept."""
+    tensors = floating(inputs)
+    kept = sum(constant(t) for t in tensors)
+    n = len(tensors) - kept
+    refilled = f"{n} floating-point input{'s' if n != 1 else ''}"
+    left = (
+        f"; {kept} constant one{'s' if kept != 1 else ''} (zeros, ones, a fill value: "
+        "buffers such as accumulators, outputs, masks) and any integer ones were left as set up"
+        if kept
+        else "; integer inputs were left as set up"
+    )
+    return VARY_NOTE.format(refilled=refilled, kept=left)
 
 
 def same_values(a: Any, b: Any) -> bool:
@@ -75,19 +96,21 @@ def floating(obj: Any) -> list[torch.Tensor]:
 
 
 def seed_ignored(first: Any, second: Any) -> bool:
-    """True when inputs built from two seeds are identical and hold floating-point tensors."""
-    return bool(floating(first)) and same_values(first, second)
+    """True when inputs built from two seeds are identical and hold floating-point tensors
+    that are not constant (constant ones are buffers: nothing to refill)."""
+    return any(not constant(t) for t in floating(first)) and same_values(first, second)
 
 
 def vary(inputs: Any, seed: int) -> None:
-    """Refill every floating-point input tensor in place: uniform values within its own
-    [min, max] (a constant tensor gets [c - 1, c + 1]), from a generator seeded with ``seed``,
-    so every variant of one run gets the same new values."""
+    """Refill every floating-point input tensor that is not constant, in place: uniform values
+    within its own [min, max], from a generator seeded with ``seed``, so every variant of one
+    run gets the same new values. A constant tensor is a buffer and stays as set up: refilling
+    an accumulator or a zero-initialised output would change what the kernel computes."""
     with torch.no_grad():
         for i, t in enumerate(floating(inputs)):
+            if constant(t):
+                continue
             lo, hi = float(t.min()), float(t.max())
-            if not (lo < hi):
-                lo, hi = lo - 1.0, hi + 1.0
             gen = torch.Generator(device=t.device)
             gen.manual_seed(seed * 1009 + i)
             fresh = torch.rand(t.shape, generator=gen, device=t.device, dtype=torch.float32)

@@ -235,8 +235,9 @@ def _time_config(
     (at earlier configs too) and gains this config's."""
     first = cfg.inputs(opts.seed)
     cfg.vary = opts.vary_inputs and integrity.seed_ignored(first, cfg.inputs(opts.seed + 1))
-    if cfg.vary and integrity.VARY_NOTE not in result.notes:
-        result.notes.append(integrity.VARY_NOTE)
+    note = integrity.vary_note(first) if cfg.vary else None
+    if note and note not in result.notes:
+        result.notes.append(note)
     baseline = dropped.baseline
     warm = {}
     verdicts = _Verdicts(list(variants), baseline, opts)

@@ -1,0 +1,69 @@
+"""Buffers stay as set up (issue 38): when setup ignores the seed, the harness refills the
+inputs that carry data, never a constant tensor (an accumulator, a zero-initialised output, a
+mask) and never an integer one, and says how many it refilled and what it kept. Through the
+real timing path on the CPU, and the integrity functions themselves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.harness import integrity
+from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.request import ProfileRequest
+
+# setup seeds a generator of its own (so two seeds give the same data), and hands an
+# accumulator that must start at zero: atomic-add style accumulation into it.
+ACCUMULATOR = """
+import torch
+
+def setup(n, device="cpu"):
+    g = torch.Generator().manual_seed(7)
+    data = torch.rand(n, generator=g).to(device)
+    index = torch.randint(0, 8, (n,), generator=g).to(device)
+    return data, index, torch.zeros(8, device=device)
+
+def run(data, index, acc):
+    assert bool((acc == 0).all()), "the accumulator was refilled"
+    return acc.index_add(0, index, data)
+
+def again(data, index, acc):
+    assert bool((acc == 0).all()), "the accumulator was refilled"
+    return acc.index_add(0, index, data)
+"""
+
+
+def test_a_constant_tensor_is_a_buffer_and_data_is_still_refilled() -> None:
+    data, acc, ones = torch.rand(16), torch.zeros(16), torch.ones(4)
+    index = torch.arange(4)
+    before = data.clone()
+    integrity.vary([data, acc, ones, index], seed=3)
+    assert not torch.equal(data, before)  # a float data input is still refilled
+    assert torch.equal(acc, torch.zeros(16)) and torch.equal(ones, torch.ones(4))
+    assert torch.equal(index, torch.arange(4))
+    note = integrity.vary_note([data, acc, ones, index])
+    assert "refilled 1 floating-point input " in note and "2 constant ones" in note, note
+
+
+def test_only_buffers_means_nothing_to_vary() -> None:
+    """setup returning torch.zeros(n): identical under any seed because it is a buffer."""
+    assert not integrity.seed_ignored((torch.zeros(8),), (torch.zeros(8),))
+    assert integrity.seed_ignored((torch.ones(8) * torch.arange(8),), (torch.arange(8.0),))
+
+
+def test_an_accumulator_kernel_compares_within_noise_and_is_not_refilled(tmp_path: Path) -> None:
+    request = ProfileRequest(
+        source=ACCUMULATOR,
+        language="torch",
+        configs=[{"n": 4096}],
+        runs=5,
+        variants=[{"name": "run"}, {"name": "again", "entry": "again"}],
+    )
+    with WorkerPool() as pool:
+        run = pipeline.time_request(request, pool, runs_root=tmp_path)
+    assert not run.dropped, run.dropped  # neither entry saw a refilled accumulator
+    assert all(c.ok for c in run.checks), run.checks
+    note = next(w for w in run.warnings if "setup ignores the seed" in w)
+    assert "refilled 1 floating-point input " in note and "1 constant one " in note, note
