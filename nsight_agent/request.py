@@ -38,6 +38,10 @@ CombineKernels = Literal["sum", "none"]
 TIME_METRIC = "gpu__time_duration.sum"
 
 MAX_CONFIGS = 64
+# The smallest change called faster or slower (percent): identical variants on the H200 differ
+# by up to about this much between runs with separated intervals (bench/effect_size.py,
+# docs/BENCHMARKS.md); an agent would not act on less.
+MIN_EFFECT_PCT = 3.0
 """Largest number of configurations one request may expand to (a grid is counted expanded)."""
 
 RESERVED_CONFIG_KEYS = frozenset({"device"})
@@ -161,6 +165,13 @@ class ProfileRequest(BaseModel):
     vary_inputs: bool = Field(
         True,
         description="Refill floating-point inputs from each run's seed when setup ignores it.",
+    )
+    min_effect_pct: float = Field(
+        MIN_EFFECT_PCT,
+        ge=0,
+        le=100,
+        description="faster/slower need separated 95% intervals and a change of at least this "
+        "many percent; a smaller separated change is within_noise",
     )
     ignore_kernels: list[str] = Field(default_factory=list)
     combine_kernels: CombineKernels = "sum"
@@ -347,7 +358,7 @@ OPTION_KNOBS = frozenset(
     {
         "setup", "warmup", "sections", "replay_mode", "cache_control", "clock_control",
         "timeout_s", "ignore_kernels", "combine_kernels", "rtol", "atol", "vary_inputs", "deep",
-        "correctness",
+        "correctness", "min_effect_pct",
     }
 )  # fmt: skip
 

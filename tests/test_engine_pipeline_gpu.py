@@ -131,7 +131,8 @@ STATE = {"calls": 0, "cached": None}
 
 
 def setup(n, device):
-    return (torch.ones(n, device=device),)
+    # Data, not a buffer (a constant tensor would be kept as set up): the harness refills it.
+    return (torch.arange(n, dtype=torch.float32, device=device),)
 
 
 def run(x):

@@ -39,6 +39,22 @@ def test_the_interval_rule_at_its_boundaries() -> None:
     assert config_verdict(row(110.0, 102.0, 112.0), base) == "within_noise"  # touching
 
 
+def test_separated_intervals_need_the_minimum_effect_too() -> None:
+    """A 1 % change with tight intervals is noise-sized: within_noise, its speedup still shown;
+    5 % is slower at the default (3 %); the threshold is the request's, either way."""
+    base = row(100.0, 99.9, 100.1)
+    assert compare.MIN_EFFECT_PCT == 3.0
+    assert config_verdict(row(99.0, 98.95, 99.05), base) == "within_noise"
+    assert config_verdict(row(101.0, 100.95, 101.05), base) == "within_noise"
+    assert config_verdict(row(105.0, 104.9, 105.1), base) == "slower"
+    assert config_verdict(row(96.0, 95.9, 96.1), base) == "faster"  # 100/96 = 1.0417
+    assert config_verdict(row(97.2, 97.1, 97.3), base) == "within_noise"  # 100/97.2 = 1.029
+    assert config_verdict(row(99.0, 98.95, 99.05), base, 0.0) == "faster"  # intervals alone
+    assert config_verdict(row(105.0, 104.9, 105.1), base, 6.0) == "within_noise"
+    assert "at least 3% (options.min_effect_pct)" in compare.verdict_rule()
+    assert "at least 6%" in compare.verdict_rule(6.0)
+
+
 def test_a_missing_bound_of_either_interval_is_within_noise() -> None:
     base = row(100.0, 98.0, 102.0)
     fast = row(50.0, 49.0, 51.0)
@@ -173,7 +189,7 @@ def fake_run(
         run_id="r1",
         run_dir=Path("/nonexistent"),
         request=SimpleNamespace(
-            **{"baseline": None, "runs": 3, "ignore_kernels": [], **request},
+            **{"baseline": None, "runs": 3, "ignore_kernels": [], "min_effect_pct": 3.0, **request},
             expanded_configs=lambda: configs,
             clock_control="base",
         ),
@@ -232,6 +248,23 @@ def test_a_comparison_counts_configs_and_takes_speedups_from_means() -> None:
     assert o["slow"].geomean_speedup == pytest.approx((0.5 * 0.4 * 0.25) ** (1 / 3), rel=1e-3)
     assert o["base"].verdict == "baseline" and o["base"].geomean_speedup is None
     assert s.warnings is None and s.artifacts is None
+
+
+def test_the_run_s_minimum_effect_decides_and_a_re_read_may_change_it() -> None:
+    """Config 3's 'fast' is 0.5 % slower with separated intervals (half-widths 0.1): noise-sized
+    at the default, slower when the run asked for no minimum, and re-readable either way."""
+    rows = [(n, v, t, 0.1) for n, v, t, _ in ROWS]
+    rows = [(name, n, mean, half) for name, n, mean, half in rows]
+    s = compare.compare_summary(fake_run(frame(rows)), baseline="base")
+    assert s.configs[2].variants["fast"].verdict == "within_noise"
+    assert s.configs[2].variants["fast"].speedup == pytest.approx(100 / 100.5, rel=1e-3)
+    assert s.overall["fast"].verdict == "mixed"  # two configs faster, one within noise
+    assert "at least 3%" in s.rule
+    strict = compare.compare_summary(fake_run(frame(rows), min_effect_pct=0.0), baseline="base")
+    assert strict.configs[2].variants["fast"].verdict == "slower"
+    assert "at least 0%" in strict.rule
+    again = compare.compare_summary(fake_run(frame(rows)), baseline="base", min_effect_pct=0.0)
+    assert again.configs[2].variants["fast"].verdict == "slower"
 
 
 def test_swapping_the_baseline_mirrors_every_verdict() -> None:

@@ -65,6 +65,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         clock_control=args.clock_control,
         correctness=correctness,
+        min_effect_pct=args.min_effect,
     )
     s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
     if args.kernelbench_result:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsight_agent import __version__
+from nsight_agent.request import MIN_EFFECT_PCT
 
 Option = tuple[tuple[str, ...], dict[str, Any]]
 LANGUAGES = ["triton", "torch", "torch_compile", "cuda", "kernelbench"]
@@ -160,6 +161,12 @@ COMMANDS = [
             GRID,
             LANGUAGE,
             opt("--runs", type=int, default=10, help="measured runs per config"),
+            opt(
+                "--min-effect",
+                type=float,
+                metavar="PCT",
+                help=f"smallest change called faster/slower (default {MIN_EFFECT_PCT:g}%%)",
+            ),
             TIMEOUT,
             CLOCKS,
             JSON,

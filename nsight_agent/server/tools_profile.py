@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import (
+    MIN_EFFECT_PCT,
     CacheControl,
     ClockControl,
     CombineKernels,
@@ -51,7 +52,8 @@ OptionsArg = Annotated[
     dict[str, Any] | None,
     Field(
         description="setup warmup sections replay_mode cache_control clock_control "
-        "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep correctness"
+        "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep correctness "
+        "min_effect_pct"
     ),
 ]
 
@@ -75,6 +77,7 @@ class Options(BaseModel):
     vary_inputs: bool = True
     deep: bool = True
     correctness: Correctness = "default"
+    min_effect_pct: float = Field(default=MIN_EFFECT_PCT, ge=0, le=100)
 
     def fields(self, *names: str) -> dict[str, Any]:
         return {n: getattr(self, n) for n in names}
@@ -171,9 +174,13 @@ async def compare_variants(
                 runs=runs,
                 **o.fields("setup", "warmup", "rtol", "atol", "cache_control"),
                 **o.fields("clock_control", "timeout_s", "vary_inputs", "correctness"),
+                min_effect_pct=o.min_effect_pct,
             )
             run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
-        s = compare.compare_summary(run, baseline=baseline, offset=offset, limit=limit)
+        effect = options_of(options).min_effect_pct if options and run_id else None
+        s = compare.compare_summary(
+            run, baseline=baseline, offset=offset, limit=limit, min_effect_pct=effect
+        )
         return result(s, text.render_compare(s, run_views.metric_labels(run)))
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from nsight_agent.engine.store.records import DroppedVariant
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
-from nsight_agent.request import TIME_METRIC
+from nsight_agent.request import MIN_EFFECT_PCT, TIME_METRIC
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.runs import (
     RunLike,
@@ -54,14 +54,20 @@ Overall = Literal[
 # A variant with one of these at any config gets it overall (first listed wins), no speedup.
 FAILING: tuple[Verdict, ...] = ("error", "timeout", "no_kernel", "incorrect", "suspect")
 
-VERDICT_RULE = (
-    "speedup = baseline mean time / variant mean time; faster or slower when the 95% CIs "
-    "(mean ± 1.96·std/√n) do not overlap, else within_noise (also with n < 2); incorrect when "
-    "the output check failed, whatever the time; suspect when the measurement cannot be "
-    "trusted (docs/ANTI_GAMING.md: below the DRAM floor, no GPU work, a reused output, a "
-    "replaced timer); error (raised or crashed), timeout and no_kernel: not measured; no_data "
-    "when not measured"
-)
+
+def verdict_rule(min_effect_pct: float = MIN_EFFECT_PCT) -> str:
+    """The rule as the answer states it, with the minimum effect the run used."""
+    return (
+        "speedup = baseline mean time / variant mean time; faster or slower when the 95% CIs "
+        "(mean ± 1.96·std/√n) do not overlap and the times differ by at least "
+        f"{min_effect_pct:g}% (options.min_effect_pct), else within_noise; incorrect: the "
+        "output check failed; suspect: the measurement cannot be trusted (docs/ANTI_GAMING.md: "
+        "below the DRAM floor, no GPU work, a reused output, a replaced timer); error, timeout, "
+        "no_kernel, no_data: not measured"
+    )
+
+
+VERDICT_RULE = verdict_rule()
 
 
 class VariantTiming(BaseModel):
@@ -104,17 +110,23 @@ class CompareSummary(BaseModel):
     seconds: float | None = None
 
 
-def config_verdict(v: Mapping[str, Any], b: Mapping[str, Any]) -> Verdict:
-    if sig(v.get("AvgValue")) is None or sig(b.get("AvgValue")) is None:
+def config_verdict(
+    v: Mapping[str, Any], b: Mapping[str, Any], min_effect_pct: float = MIN_EFFECT_PCT
+) -> Verdict:
+    """faster/slower: separated 95% intervals and a change of at least ``min_effect_pct`` %
+    (either way: baseline/variant or variant/baseline at least 1 + min_effect_pct/100)."""
+    t_v, t_b = sig(v.get("AvgValue")), sig(b.get("AvgValue"))
+    if t_v is None or t_b is None:
         return "no_data"
     lo_v, hi_v = sig(v.get("CI95_Lower"), 12), sig(v.get("CI95_Upper"), 12)
     lo_b, hi_b = sig(b.get("CI95_Lower"), 12), sig(b.get("CI95_Upper"), 12)
     if None in (lo_v, hi_v, lo_b, hi_b):
         return "within_noise"
     assert lo_v is not None and hi_v is not None and lo_b is not None and hi_b is not None
-    if hi_v < lo_b:
+    enough = 1.0 + min_effect_pct / 100.0
+    if hi_v < lo_b and t_v > 0 and t_b / t_v >= enough:
         return "faster"
-    if lo_v > hi_b:
+    if lo_v > hi_b and t_b > 0 and t_v / t_b >= enough:
         return "slower"
     return "within_noise"
 
@@ -136,14 +148,19 @@ def _geomean(values: Iterable[float]) -> float | None:
 
 
 def _timing(
-    r: dict[str, Any] | None, b: dict[str, Any], *, is_base: bool, failed: bool
+    r: dict[str, Any] | None,
+    b: dict[str, Any],
+    *,
+    is_base: bool,
+    failed: bool,
+    min_effect_pct: float,
 ) -> VariantTiming:
     """One variant at one config: its time, and the verdict and speedup vs the baseline."""
     if r is None:
         return VariantTiming(time=None, verdict="incorrect" if failed else "no_data")
     t, tb = sig(r.get("AvgValue")), sig(b.get("AvgValue"))
     speedup = sig(tb / t) if t and tb else None
-    verdict: Verdict = "baseline" if is_base else config_verdict(r, b)
+    verdict: Verdict = "baseline" if is_base else config_verdict(r, b, min_effect_pct)
     if failed:
         verdict = "incorrect"
     if failed or is_base:
@@ -160,8 +177,10 @@ def compare_summary(
     metric: str = TIME_METRIC,
     offset: int = 0,
     limit: int = 20,
+    min_effect_pct: float | None = None,
 ) -> CompareSummary:
-    """Per config: each variant's time, speedup vs the baseline and a verdict (VERDICT_RULE)."""
+    """Per config: each variant's time, speedup vs the baseline and a verdict (VERDICT_RULE);
+    ``min_effect_pct`` re-reads a run with another minimum effect than it asked for."""
     frame = denormalized(run.processed)
     frame = frame[frame["Metric"] == metric]
     if frame.empty:
@@ -186,6 +205,7 @@ def compare_summary(
     for row in frame.to_dict("records"):
         rows[(str(row["Annotation"]), config_index(configs, row, params))] = row
     indices = sorted({i for _, i in rows}) or list(range(len(configs)))
+    effect = min_effect_of(run) if min_effect_pct is None else min_effect_pct
     out: list[CompareConfig] = []
     speedups: dict[str, list[float]] = {v: [] for v in variants}
     verdicts: dict[str, list[Verdict]] = {v: [] for v in variants}
@@ -196,7 +216,7 @@ def compare_summary(
             r = rows.get((name, idx))
             check = checks.get((name, idx))
             failed = check is not None and not check.ok
-            timing = _timing(r, b, is_base=name == base, failed=failed)
+            timing = _timing(r, b, is_base=name == base, failed=failed, min_effect_pct=effect)
             if check is not None and failed:
                 timing.check = _check_text(check)
             elif name in dropped:
@@ -230,7 +250,7 @@ def compare_summary(
         metric=metric,
         unit=unit,
         baseline=base,
-        rule=VERDICT_RULE,
+        rule=verdict_rule(effect),
         overall=overall,
         page=pg,
         configs=out[offset : offset + limit],
@@ -238,6 +258,11 @@ def compare_summary(
         artifacts=artifact_names(run),
         seconds=sig(run.seconds, 3),
     )
+
+
+def min_effect_of(run: RunLike) -> float:
+    """The minimum effect a run asked for (runs recorded before the option read the default)."""
+    return run.request.min_effect_pct
 
 
 def _dropped(d: DroppedVariant) -> VariantTiming:

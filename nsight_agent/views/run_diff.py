@@ -29,6 +29,7 @@ from nsight_agent.views.compare import (
     VariantOverall,
     Verdict,
     config_verdict,
+    min_effect_of,
     variant_overall,
 )
 from nsight_agent.views.runs import checks_by, config_index, config_list, denormalized, param_names
@@ -43,7 +44,8 @@ Z95 = 1.96
 DRIFT_RULE = (
     "each run's 95% interval (median ± its order-statistic CI, else mean ± 1.96·std/√n) is "
     "widened to √(h² + (1.96·drift·center)²) for between-run drift; then compare_variants' "
-    "rule: faster or slower when the widened intervals do not overlap, else within_noise"
+    "rule: faster or slower when the widened intervals do not overlap and the times differ by "
+    "at least the candidate run's min_effect_pct, else within_noise"
 )
 
 
@@ -339,7 +341,7 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
             config=config,
             baseline_time=sig(b.get("AvgValue")),
             time=sig(c.get("AvgValue")) if c else None,
-            verdict=config_verdict(c, b) if c else "no_data",
+            verdict=config_verdict(c, b, min_effect_of(cand_run)) if c else "no_data",
         )
         check = checks.get((out.candidate.variant, ci))
         if dropped:
