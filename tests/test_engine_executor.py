@@ -302,7 +302,7 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ray_executor.RayNotInstalledError) as err:
         ray_executor.import_ray()
-    assert 'pip install "nsight-agent[ray]"' in str(err.value)
+    assert 'pip install ".[ray]" in a clone' in str(err.value)
 
 
 def test_an_unreachable_cluster_fails_in_seconds() -> None:

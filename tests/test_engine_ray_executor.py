@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
+ray = pytest.importorskip("ray", reason='Ray is not installed (pip install ".[ray]" in a clone)')
 
 from nsight_agent.engine import process  # noqa: E402
 from nsight_agent.engine.executors.base import Job, JobHandle  # noqa: E402

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
+ray = pytest.importorskip("ray", reason='Ray is not installed (pip install ".[ray]" in a clone)')
 
 from nsight_agent.engine.executors.base import Job  # noqa: E402
 from nsight_agent.engine.executors.ray.executor import RESOURCE, RayExecutor  # noqa: E402

@@ -125,7 +125,7 @@ def test_a_host_taken_by_a_job_stays_busy_whatever_a_late_reader_saw() -> None:
 def gcs_address() -> Iterator[str]:
     """A local Ray cluster (token authentication on, Ray's default for local clusters)."""
     ray = pytest.importorskip(
-        "ray", reason='Ray is not installed (pip install "nsight-agent[ray]")'
+        "ray", reason='Ray is not installed (pip install ".[ray]" in a clone)'
     )
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
@@ -237,7 +237,7 @@ print("RESULT " + json.dumps(out), flush=True)
 
 @pytest.mark.ray
 def test_calls_waiting_on_one_connection_attempt_share_its_answer(silent_port: int) -> None:
-    pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
+    pytest.importorskip("ray", reason='Ray is not installed (pip install ".[ray]" in a clone)')
     out = run_script(SHARED, f"127.0.0.1:{silent_port}")
     errors = out["errors"]
     assert len(errors) == 4 and out["attempts"] == 1, out
@@ -273,7 +273,7 @@ def test_the_docs_show_one_snippet() -> None:
 
 @pytest.mark.ray
 def test_the_documented_snippet_runs_two_jobs_on_two_fake_gpus(tmp_path: Path) -> None:
-    pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
+    pytest.importorskip("ray", reason='Ray is not installed (pip install ".[ray]" in a clone)')
     env = {**os.environ, "NSIGHT_AGENT_RUNS": str(tmp_path / "runs")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     out = subprocess.run(

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-ray = pytest.importorskip("ray", reason='Ray is not installed (pip install "nsight-agent[ray]")')
+ray = pytest.importorskip("ray", reason='Ray is not installed (pip install ".[ray]" in a clone)')
 
 from mcp import Client  # noqa: E402
 from mcp.types import CallToolResult, TextContent  # noqa: E402

@@ -20,6 +20,11 @@ INSTALL: dict[str, tuple[str, str]] = {
     "mcp": ("the MCP server (nsight-agent serve)", "pip install 'mcp>=2.3'"),
     "pandas": ("result tables", "pip install pandas"),
     "nvidia-ml-py": ("GPU facts through NVML", "pip install nvidia-ml-py"),
+    # No release is published: a user runs from a clone (PYTHONPATH) or installs it from one.
+    "nsight-agent": (
+        "running from a source tree",
+        'pip install ".[kernels]" in a clone (no release is published yet)',
+    ),
 }
 NCU_INSTALL = (
     "install Nsight Compute (with the CUDA toolkit, or from "

@@ -22,7 +22,7 @@ from nsight_agent.engine.pinning import local_slots
 from nsight_agent.errors import NcuNotFoundError, NsightAgentError
 
 RESOURCE = "nsight_agent_ncu"
-INSTALL = 'pip install "nsight-agent[ray]"'
+INSTALL = 'pip install ".[ray]" in a clone of nsight-agent (no release is published yet)'
 
 
 class RayExecutorError(NsightAgentError):
