@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.harness import integrity
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
+from nsight_agent.views.compare import compare_summary
 
 # setup seeds a generator of its own (so two seeds give the same data), and hands an
 # accumulator that must start at zero: atomic-add style accumulation into it.
@@ -67,3 +69,69 @@ def test_an_accumulator_kernel_compares_within_noise_and_is_not_refilled(tmp_pat
     assert all(c.ok for c in run.checks), run.checks
     note = next(w for w in run.warnings if "setup ignores the seed" in w)
     assert "refilled 1 floating-point input " in note and "1 constant one " in note, note
+
+
+# A zero-initialised output written sparsely: only every fourth element is written, so the
+# result equals the dense rewrite's only if the output stays as set up (zeros).
+SPARSE = """
+import torch
+
+def setup(n, device="cpu"):
+    g = torch.Generator().manual_seed(7)
+    return torch.rand(n, generator=g).to(device), torch.zeros(n, device=device)
+
+def run(data, out):
+    out[::4] = data[::4] * 2
+    return out
+
+def dense(data, out):
+    result = torch.zeros_like(data)
+    result[::4] = data[::4] * 2
+    return result
+"""
+
+
+def test_a_sparse_writer_s_zero_output_is_kept_and_matches_a_dense_rewrite(
+    tmp_path: Path,
+) -> None:
+    request = ProfileRequest(
+        source=SPARSE,
+        language="torch",
+        configs=[{"n": 4096}],
+        runs=5,
+        variants=[{"name": "run"}, {"name": "dense", "entry": "dense"}],
+    )
+    with WorkerPool() as pool:
+        run = pipeline.time_request(request, pool, runs_root=tmp_path)
+    assert not run.dropped, run.dropped
+    # Refilled, the untouched three quarters would be random and differ from the rewrite's zeros.
+    assert [c.ok for c in run.checks] == [True, True], run.checks
+    note = next(w for w in run.warnings if "setup ignores the seed" in w)
+    assert "refilled 1 floating-point input " in note and "1 constant one " in note, note
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["timing", "ncu"])
+def test_on_a_gpu_an_atomic_accumulator_is_kept_and_compares_within_noise(
+    method: str, tmp_path: Path
+) -> None:
+    """index_add on CUDA accumulates with atomics into the zero buffer: not refilled, the data
+    still is, and the same entry twice is within noise on both methods."""
+    request = ProfileRequest(
+        source=ACCUMULATOR,
+        language="torch",
+        configs=[{"n": 1 << 22}],
+        runs=10,
+        variants=[{"name": "run"}, {"name": "again", "entry": "again"}],
+    )
+    if method == "ncu":
+        run = pipeline.profile(request, runs_root=tmp_path)
+    else:
+        with WorkerPool() as pool:
+            run = pipeline.time_request(request, pool, runs_root=tmp_path, device="cuda:0")
+    assert not run.dropped, run.dropped
+    assert all(c.ok for c in run.checks), run.checks
+    note = next(w for w in run.warnings if "setup ignores the seed" in w)
+    assert "refilled 1 floating-point input " in note and "1 constant one " in note, note
+    overall = compare_summary(run).overall
+    assert overall["again"].verdict == "within_noise", overall
