@@ -157,6 +157,19 @@ def recommend(calls: list[dict[str, Any]]) -> tuple[float, float]:
     return worst, float(max(1, math.floor(worst * 1.25) + 1))
 
 
+def worst_separated_ns(calls: list[dict[str, Any]]) -> float:
+    """The same, in nanoseconds: the absolute floor the smallest sizes need."""
+    return max(
+        (
+            abs(r["change_pct"]) / 100.0 * (r["base_time"] or 0.0)
+            for c in calls
+            for r in identical(c["rows"])
+            if r["intervals_only"] in ("faster", "slower")
+        ),
+        default=0.0,
+    )
+
+
 def table(call: dict[str, Any]) -> list[str]:
     lines = [f"-- {call['method']}: run {call['run_id']}, {call['seconds']:.1f} s"]
     for i, _ in enumerate(CONFIGS):
@@ -188,6 +201,9 @@ def main() -> int:
     parser.add_argument("--methods", default="timing,ncu")
     parser.add_argument("--copies", type=int, default=20)
     parser.add_argument(
+        "--held-out-only", action="store_true", help="skip calibration (it ran before)"
+    )
+    parser.add_argument(
         "--smoke", action="store_true", help="tiny sizes (a CPU check, TRITON_INTERPRET=1)"
     )
     args = parser.parse_args()
@@ -195,7 +211,7 @@ def main() -> int:
         CONFIGS[:] = [{"n": 1024, "iters": 1}, {"n": 1024, "iters": 2}]
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from nsight_agent.request import MIN_EFFECT_PCT
+    from nsight_agent.request import MIN_EFFECT_NS, MIN_EFFECT_PCT
     from nsight_agent.service.session import open_session
 
     methods = args.methods.split(",")

@@ -20,6 +20,7 @@ from nsight_agent.views import compare
 from nsight_agent.views.compare import config_verdict, variant_overall
 
 TIME = "gpu__time_duration.sum"
+US = 1000.0  # ns
 # no example database in the checkout; no deadline on a loaded two-core machine
 PROPERTY = settings(database=None, deadline=None)
 
@@ -53,6 +54,19 @@ def test_separated_intervals_need_the_minimum_effect_too() -> None:
     assert config_verdict(row(105.0, 104.9, 105.1), base, 6.0) == "within_noise"
     assert "at least 3% (options.min_effect_pct)" in compare.verdict_rule()
     assert "at least 6%" in compare.verdict_rule(6.0)
+
+
+def test_a_time_change_below_the_ns_floor_is_within_noise() -> None:
+    """At 1.3 us a 61 ns (4.6 %) change with separated intervals is timing jitter on the H200:
+    the time metric's 100 ns floor keeps it within noise; 200 ns (15 %) is faster; a metric
+    that is not a time has no floor."""
+    base = row(1330.0, 1325.0, 1335.0)
+    assert config_verdict(row(1269.0, 1265.0, 1273.0), base) == "faster"  # no floor given
+    floor = compare.effect_floor(TIME)
+    assert floor == 100.0 and compare.effect_floor("dram__bytes.sum") == 0.0
+    assert config_verdict(row(1269.0, 1265.0, 1273.0), base, 3.0, floor) == "within_noise"
+    assert config_verdict(row(1130.0, 1125.0, 1135.0), base, 3.0, floor) == "faster"
+    assert "and 100 ns" in compare.verdict_rule()
 
 
 def test_a_missing_bound_of_either_interval_is_within_noise() -> None:
@@ -158,16 +172,17 @@ def test_geomean_skips_nonpositive_and_infinite_speedups() -> None:
 
 
 def frame(rows: list[tuple[str, int, float, float]]) -> pd.DataFrame:
-    """(variant, n, mean, 95% half-width) rows as the pipeline's processed frame has them."""
+    """(variant, n, mean, 95% half-width) rows as the pipeline's processed frame has them; the
+    numbers are microseconds, stored in ns (above the rule's 100 ns floor)."""
     return pd.DataFrame(
         [
             {
                 "Annotation": name,
                 "Metric": TIME,
                 "n": n,
-                "AvgValue": mean,
-                "CI95_Lower": mean - half,
-                "CI95_Upper": mean + half,
+                "AvgValue": mean * US,
+                "CI95_Lower": (mean - half) * US,
+                "CI95_Upper": (mean + half) * US,
                 "RelativeStdDevPct": 1.0,
                 "StableMeasurement": True,
                 "Unit": "ns",
@@ -228,7 +243,7 @@ def test_a_comparison_counts_configs_and_takes_speedups_from_means() -> None:
     fast = [c.variants["fast"] for c in s.configs]
     assert [v.verdict for v in fast] == ["faster", "faster", "within_noise"]
     assert [v.speedup for v in fast] == [2.0, 2.5, 0.995]
-    assert [v.time for v in fast] == [50.0, 40.0, 100.5]
+    assert [v.time for v in fast] == [50.0 * US, 40.0 * US, 100.5 * US]
     slow = [c.variants["slow"] for c in s.configs]
     assert [v.verdict for v in slow] == ["slower"] * 3
     assert [v.speedup for v in slow] == [0.5, 0.4, 0.25]
@@ -302,7 +317,7 @@ def test_a_failed_check_makes_the_config_incorrect_with_its_text() -> None:
     assert (v.verdict, v.speedup, v.time, v.check) == (
         "incorrect",
         None,
-        40.0,
+        40.0 * US,
         "mismatch; max_abs_err=0.123",
     )
     assert s.configs[0].variants["fast"].verdict == "faster"
@@ -364,7 +379,7 @@ def test_a_config_without_the_baseline_is_no_data() -> None:
     rows = [r for r in ROWS if not (r[0] == "base" and r[1] == 2)]
     s = compare.compare_summary(fake_run(frame(rows)), baseline="base")
     v = s.configs[1].variants["fast"]
-    assert (v.time, v.speedup, v.verdict) == (40.0, None, "no_data")
+    assert (v.time, v.speedup, v.verdict) == (40.0 * US, None, "no_data")
 
 
 def test_a_row_outside_the_requested_configs_has_an_empty_config() -> None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from nsight_agent.engine.store.records import DroppedVariant
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
-from nsight_agent.request import MIN_EFFECT_PCT, TIME_METRIC
+from nsight_agent.request import MIN_EFFECT_NS, MIN_EFFECT_PCT, TIME_METRIC
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.runs import (
     RunLike,
@@ -60,7 +60,8 @@ def verdict_rule(min_effect_pct: float = MIN_EFFECT_PCT) -> str:
     return (
         "speedup = baseline mean time / variant mean time; faster or slower when the 95% CIs "
         "(mean ± 1.96·std/√n) do not overlap and the times differ by at least "
-        f"{min_effect_pct:g}% (options.min_effect_pct), else within_noise; incorrect: the "
+        f"{min_effect_pct:g}% (options.min_effect_pct) and {MIN_EFFECT_NS:g} ns, else "
+        "within_noise; incorrect: the "
         "output check failed; suspect: the measurement cannot be trusted (docs/ANTI_GAMING.md: "
         "below the DRAM floor, no GPU work, a reused output, a replaced timer); error, timeout, "
         "no_kernel, no_data: not measured"
@@ -111,10 +112,14 @@ class CompareSummary(BaseModel):
 
 
 def config_verdict(
-    v: Mapping[str, Any], b: Mapping[str, Any], min_effect_pct: float = MIN_EFFECT_PCT
+    v: Mapping[str, Any],
+    b: Mapping[str, Any],
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    min_effect_abs: float = 0.0,
 ) -> Verdict:
     """faster/slower: separated 95% intervals and a change of at least ``min_effect_pct`` %
-    (either way: baseline/variant or variant/baseline at least 1 + min_effect_pct/100)."""
+    (either way: baseline/variant or variant/baseline at least 1 + min_effect_pct/100) and of
+    at least ``min_effect_abs`` in the metric's unit (``effect_floor``: 100 ns for times)."""
     t_v, t_b = sig(v.get("AvgValue")), sig(b.get("AvgValue"))
     if t_v is None or t_b is None:
         return "no_data"
@@ -124,11 +129,18 @@ def config_verdict(
         return "within_noise"
     assert lo_v is not None and hi_v is not None and lo_b is not None and hi_b is not None
     enough = 1.0 + min_effect_pct / 100.0
+    if abs(t_v - t_b) < min_effect_abs:
+        return "within_noise"
     if hi_v < lo_b and t_v > 0 and t_b / t_v >= enough:
         return "faster"
     if lo_v > hi_b and t_b > 0 and t_v / t_b >= enough:
         return "slower"
     return "within_noise"
+
+
+def effect_floor(metric: str) -> float:
+    """The absolute part of the minimum effect: a time's jitter floor, in ns; none otherwise."""
+    return MIN_EFFECT_NS if metric == TIME_METRIC else 0.0
 
 
 def _check_text(check: OutputCheck) -> str:
@@ -154,13 +166,14 @@ def _timing(
     is_base: bool,
     failed: bool,
     min_effect_pct: float,
+    floor: float,
 ) -> VariantTiming:
     """One variant at one config: its time, and the verdict and speedup vs the baseline."""
     if r is None:
         return VariantTiming(time=None, verdict="incorrect" if failed else "no_data")
     t, tb = sig(r.get("AvgValue")), sig(b.get("AvgValue"))
     speedup = sig(tb / t) if t and tb else None
-    verdict: Verdict = "baseline" if is_base else config_verdict(r, b, min_effect_pct)
+    verdict: Verdict = "baseline" if is_base else config_verdict(r, b, min_effect_pct, floor)
     if failed:
         verdict = "incorrect"
     if failed or is_base:
@@ -206,6 +219,7 @@ def compare_summary(
         rows[(str(row["Annotation"]), config_index(configs, row, params))] = row
     indices = sorted({i for _, i in rows}) or list(range(len(configs)))
     effect = min_effect_of(run) if min_effect_pct is None else min_effect_pct
+    floor = effect_floor(metric)
     out: list[CompareConfig] = []
     speedups: dict[str, list[float]] = {v: [] for v in variants}
     verdicts: dict[str, list[Verdict]] = {v: [] for v in variants}
@@ -216,7 +230,9 @@ def compare_summary(
             r = rows.get((name, idx))
             check = checks.get((name, idx))
             failed = check is not None and not check.ok
-            timing = _timing(r, b, is_base=name == base, failed=failed, min_effect_pct=effect)
+            timing = _timing(
+                r, b, is_base=name == base, failed=failed, min_effect_pct=effect, floor=floor
+            )
             if check is not None and failed:
                 timing.check = _check_text(check)
             elif name in dropped:

@@ -29,6 +29,7 @@ from nsight_agent.views.compare import (
     VariantOverall,
     Verdict,
     config_verdict,
+    effect_floor,
     min_effect_of,
     variant_overall,
 )
@@ -45,7 +46,7 @@ DRIFT_RULE = (
     "each run's 95% interval (median ± its order-statistic CI, else mean ± 1.96·std/√n) is "
     "widened to √(h² + (1.96·drift·center)²) for between-run drift; then compare_variants' "
     "rule: faster or slower when the widened intervals do not overlap and the times differ by "
-    "at least the candidate run's min_effect_pct, else within_noise"
+    "at least the candidate run's min_effect_pct (and 100 ns for times), else within_noise"
 )
 
 
@@ -341,7 +342,11 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
             config=config,
             baseline_time=sig(b.get("AvgValue")),
             time=sig(c.get("AvgValue")) if c else None,
-            verdict=config_verdict(c, b, min_effect_of(cand_run)) if c else "no_data",
+            verdict=(
+                config_verdict(c, b, min_effect_of(cand_run), effect_floor(metric))
+                if c
+                else "no_data"
+            ),
         )
         check = checks.get((out.candidate.variant, ci))
         if dropped:
