@@ -219,22 +219,23 @@ def main() -> int:
     out: dict[str, Any] = {"configs": CONFIGS, "default_min_effect_pct": MIN_EFFECT_PCT}
     try:
         where = session.measuring()
-        calib = [one_call(where, m, 8, False, seed=1) for m in methods]
-        worst, value = recommend(calib)
-        out["calibration"] = calib
-        out["recommended_min_effect_pct"] = value
-        print(
-            f"calibration: largest separated |change| of an identical variant {worst:.2f} %; ",
-            end="",
-        )
-        print(f"recommended min_effect_pct {value:g} (the product's default: {MIN_EFFECT_PCT:g})")
-        for c in calib:
-            print("\n".join(table(c)), flush=True)
-        held = [one_call(where, m, args.copies, True, seed=2) for m in methods]
-        out["held_out"] = held
+        if not args.held_out_only:
+            calib = [one_call(where, m, 8, False, seed=1) for m in methods]
+            (worst, value), worst_ns = recommend(calib), worst_separated_ns(calib)
+            out["calibration"] = calib
+            out["recommended_min_effect_pct"] = value
+            print(f"calibration: largest separated |change| of an identical variant {worst:.2f} %")
+            print(f"({worst_ns:.0f} ns); recommended min_effect_pct {value:g} (the product's ")
+            print(f"default: {MIN_EFFECT_PCT:g} % and {MIN_EFFECT_NS:g} ns)")
+            for c in calib:
+                print("\n".join(table(c)), flush=True)
         print("held out (the product's default rule):")
-        for c in held:
-            print("\n".join(table(c)), flush=True)
+        out["held_out"] = []
+        for m in methods:
+            out["held_out"].append(one_call(where, m, args.copies, True, seed=2))
+            print("\n".join(table(out["held_out"][-1])), flush=True)
+            if args.json:  # kept if a later call is cut off
+                args.json.write_text(json.dumps(out, indent=1))
     finally:
         session.close()
         if args.json:
