@@ -126,6 +126,7 @@ def test_compare_view_reads_timing_rows_unchanged(tmp_path: Path) -> None:
             baseline="A",
             runs=5,
             clock_control="none",
+            min_effect_pct=3.0,
             expanded_configs=lambda: [{"n": 4096}, {"n": 8192}],
         ),
         processed=result.frame(),

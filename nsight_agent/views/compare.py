@@ -218,8 +218,7 @@ def compare_summary(
     for row in frame.to_dict("records"):
         rows[(str(row["Annotation"]), config_index(configs, row, params))] = row
     indices = sorted({i for _, i in rows}) or list(range(len(configs)))
-    effect = min_effect_of(run) if min_effect_pct is None else min_effect_pct
-    floor = effect_floor(metric)
+    effect, floor = min_effect_of(run, min_effect_pct), effect_floor(metric)
     out: list[CompareConfig] = []
     speedups: dict[str, list[float]] = {v: [] for v in variants}
     verdicts: dict[str, list[Verdict]] = {v: [] for v in variants}
@@ -276,9 +275,10 @@ def compare_summary(
     )
 
 
-def min_effect_of(run: RunLike) -> float:
-    """The minimum effect a run asked for (runs recorded before the option read the default)."""
-    return run.request.min_effect_pct
+def min_effect_of(run: RunLike, override: float | None = None) -> float:
+    """``override`` when given, else the minimum effect the run asked for (a stored run recorded
+    before the option existed reads the default when its request is loaded)."""
+    return run.request.min_effect_pct if override is None else override
 
 
 def _dropped(d: DroppedVariant) -> VariantTiming:

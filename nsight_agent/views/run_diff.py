@@ -329,24 +329,20 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
     suspects = {(s.variant, s.config_index) for s in cand_run.suspects}
     dropped = cand_run.dropped.get(out.candidate.variant)
     c_configs = config_list(cand_run)
+    effect, floor = min_effect_of(cand_run), effect_floor(metric)
     verdicts: list[Verdict] = []
     speedups: list[float] = []
     for idx, config in enumerate(config_list(base_run)):
         key = _key(config)
         ci = next((i for i, c in enumerate(c_configs) if _key(c) == key), -1)
-        b, c = widened(b_rows.get(key, {}), statistic, out.drift_pct), None
-        if key in c_rows:
-            c = widened(c_rows[key], statistic, out.drift_pct)
+        b = widened(b_rows.get(key, {}), statistic, out.drift_pct)
+        c = widened(c_rows[key], statistic, out.drift_pct) if key in c_rows else None
         entry = DiffConfig(
             config_index=idx,
             config=config,
             baseline_time=sig(b.get("AvgValue")),
             time=sig(c.get("AvgValue")) if c else None,
-            verdict=(
-                config_verdict(c, b, min_effect_of(cand_run), effect_floor(metric))
-                if c
-                else "no_data"
-            ),
+            verdict=config_verdict(c, b, effect, floor) if c else "no_data",
         )
         check = checks.get((out.candidate.variant, ci))
         if dropped:
@@ -360,8 +356,7 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
             speedups.append(entry.baseline_time / entry.time)
         verdicts.append(entry.verdict)
         out.configs.append(entry)
-    out.statistic = statistic
-    out.unit = _first(base_run.processed, "Unit")
+    out.statistic, out.unit = statistic, _first(base_run.processed, "Unit")
     out.overall = variant_overall(False, verdicts, speedups)
     out.regression = any(_regressed(c.verdict, c.speedup, out.threshold_pct) for c in out.configs)
 
