@@ -62,6 +62,7 @@ def test_triton_example_passes_preflight_in_the_interpreter(tmp_path: Path) -> N
     assert all(c.ok for c in result.checks)
     assert {c.variant for c in result.checks if c.max_abs_err == 0.0} == {"triton"}
     assert result.kernels_per_call is None  # kernels are counted on a GPU only
+    assert result.copies_ns == {}  # and copies too
     run_dir = tmp_path / str(result.run_id)
     for name in ("request.json", "harness.py", "user_source.py", "preflight-manifest.json"):
         assert (run_dir / name).is_file(), name

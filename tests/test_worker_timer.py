@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nsight_agent.engine.worker.timer import CALL_PREFIX, attribute, union_ns
+from nsight_agent.engine.harness.runtime import union_ns
+from nsight_agent.engine.worker.timer import CALL_PREFIX, attribute
 
 
 @dataclass

@@ -14,6 +14,7 @@ from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import MIN_EFFECT_NS, MIN_EFFECT_PCT, TIME_METRIC
 from nsight_agent.views.common import Page, page, sig
+from nsight_agent.views.copies import copies_by, with_copies
 from nsight_agent.views.runs import (
     RunLike,
     artifact_names,
@@ -201,10 +202,9 @@ def compare_summary(
             f"Run {run.run_id} has no {metric!r} rows to compare.",
             f"Metrics in this run: {', '.join(dict.fromkeys(run.processed['Metric']))}.",
         )
-    dropped = run.dropped
     suspects = {(s.variant, s.config_index): s.reason for s in run.suspects}
     variants = variant_names(frame)
-    variants += [v for v in dropped if v not in variants]
+    variants += [v for v in run.dropped if v not in variants]
     base = baseline or run.request.baseline or variants[0]
     if base not in variants:
         raise InvalidRequestError(
@@ -217,6 +217,7 @@ def compare_summary(
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for row in frame.to_dict("records"):
         rows[(str(row["Annotation"]), config_index(configs, row, params))] = row
+    rows = with_copies(rows, copies_by(run, metric))  # ncu profiles kernels only
     indices = sorted({i for _, i in rows}) or list(range(len(configs)))
     effect, floor = min_effect_of(run, min_effect_pct), effect_floor(metric)
     out: list[CompareConfig] = []
@@ -234,8 +235,8 @@ def compare_summary(
             )
             if check is not None and failed:
                 timing.check = _check_text(check)
-            elif name in dropped:
-                timing = _dropped(dropped[name])
+            elif name in run.dropped:
+                timing = _dropped(run.dropped[name])
             elif (name, idx) in suspects and name != base:
                 timing.verdict, timing.speedup = "suspect", None
                 timing.check = suspects[(name, idx)][:300]

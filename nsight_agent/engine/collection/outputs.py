@@ -79,7 +79,22 @@ def ncu_run_warnings(
                 f"variant {variant!r} launches up to {most} kernels per run ({', '.join(kept)}); "
                 "their metrics are summed. Name helpers in ignore_kernels to drop them."
             )
-    out += pre.notes
+    out += pre.notes + copies_notes(pre.copies_ns)
+    return out
+
+
+def copies_notes(copies_ns: dict[str, dict[int, float]]) -> list[str]:
+    """One line per variant whose calls made copies or memsets (the pre-flight's CUPTI
+    record): ncu's kernel times leave them out, compare_variants adds them."""
+    out = []
+    for variant, per_config in copies_ns.items():
+        low, high = (f"{f(per_config.values()) / 1e3:.3g}" for f in (min, max))
+        out.append(
+            f"variant {variant!r} also spends {low if low == high else f'{low}-{high}'} us per "
+            "call in copies/memsets (CUPTI, in the pre-flight), which ncu does not profile: its "
+            "kernel times leave them out, compare_variants adds them to its verdicts and "
+            "speedups (method='timing' measures both in one clock)"
+        )
     return out
 
 

@@ -6,6 +6,7 @@ the rule that no exit status is trusted: a harness passed only when its manifest
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,7 @@ def result_from_files(
         seconds=seconds,
         checks=[OutputCheck(**c) for c in manifest.get("checks", [])],
         kernels_per_call=_kernels_per_call(manifest),
+        copies_ns=copies_per_config(manifest),
         notes=list(manifest.get("notes", [])),
         warm=warm,
         cuda_build=manifest.get("cuda_build"),
@@ -205,6 +207,21 @@ def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | 
     out: dict[str, list[list[str]]] = {}
     for c in calls:
         out.setdefault(c["variant"], []).append(list(c["kernels"]))
+    return out
+
+
+def copies_per_config(manifest: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """Per variant and config, the median GPU time of its measured calls' copies and memsets
+    (ns), where it is above zero; counted only on a GPU."""
+    times: dict[tuple[str, int], list[float]] = {}
+    for c in manifest.get("calls", []):
+        if isinstance(c.get("copies_ns"), int | float):
+            times.setdefault((c["variant"], c["config"]), []).append(float(c["copies_ns"]))
+    out: dict[str, dict[int, float]] = {}
+    for (variant, config), values in times.items():
+        median = statistics.median(values)
+        if median > 0:
+            out.setdefault(variant, {})[config] = median
     return out
 
 

@@ -16,7 +16,7 @@ import os
 import random
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -221,21 +221,42 @@ def op_ranges(wanted: bool) -> Any:
 
 def call_counting_kernels(
     entry: Callable[..., Any], inputs: Any, device: str
-) -> tuple[Any, list[str] | None]:
-    """Call ``entry``; on CUDA also list the kernels it launched (torch.profiler, CUPTI)."""
+) -> tuple[Any, list[str] | None, float | None]:
+    """Call ``entry``; on CUDA also list the kernels it launched and measure the GPU time of
+    the copies and memsets it made (torch.profiler, CUPTI): ncu profiles kernels only, so this
+    is the pre-flight's record of the work ncu does not see (ns, the union of their intervals).
+    """
     if not device.startswith("cuda"):
-        return call(entry, inputs), None
+        return call(entry, inputs), None, None
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         out = call(entry, inputs)
         synchronize(device)
-    names = [
-        str(e.name)
-        for e in prof.events()
-        if str(getattr(e, "device_type", "")).endswith("CUDA") and not _is_copy(str(e.name))
-    ]
-    return out, names
+    names: list[str] = []
+    copies: list[tuple[int, int]] = []
+    for e in prof.events():
+        if not str(getattr(e, "device_type", "")).endswith("CUDA"):
+            continue
+        if _is_copy(str(e.name)):  # time_range is in us
+            copies.append((round(e.time_range.start * 1e3), round(e.time_range.end * 1e3)))
+        else:
+            names.append(str(e.name))
+    return out, names, float(union_ns(copies))
+
+
+def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
+    """Length of the union of [start, end) intervals (work on two streams that overlaps
+    counts once; gaps do not count)."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total
 
 
 def _is_copy(name: str) -> bool:

@@ -74,6 +74,9 @@ class PreflightResult(BaseModel):
     seconds: float
     checks: list[OutputCheck] = []
     kernels_per_call: dict[str, list[list[str]]] | None = None  # variant -> one list per call
+    # variant -> config index -> median GPU time (ns) of a call's copies and memsets, where
+    # there were any: work ncu does not profile (CUPTI, measured calls of the pre-flight)
+    copies_ns: dict[str, dict[int, float]] = {}
     errors: list[str] = []
     stage: str | None = None  # where the first error happened: import/setup/compile/entry/check
     line: int | None = None  # its line in the user's source, when known

@@ -47,19 +47,6 @@ class Call:
         return self.gpu_ns if self.gpu_ns is not None else self.events_ns
 
 
-def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
-    """Length of the union of [start, end) intervals."""
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total
-
-
 def attribute(events: Sequence[Any]) -> dict[int, list[tuple[int, int, int]]]:
     """Per call index, the GPU activities (start, end, stream) it launched, read from kineto
     events: CPU ranges named ``CALL_PREFIX<i>``, runtime calls inside them, GPU records with
@@ -163,7 +150,7 @@ class Timer:
             spans = found.get(index, [])
             call.activities = len(spans)
             call.streams = {s for _, _, s in spans}
-            call.gpu_ns = float(union_ns([(a, b) for a, b, _ in spans]))
+            call.gpu_ns = float(runtime.union_ns([(a, b) for a, b, _ in spans]))
 
     def flush_l2(self) -> None:
         """Empty the L2 of the previous call's data before the next call: a read of twice
