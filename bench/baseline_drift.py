@@ -3,7 +3,7 @@
 1. Drift: the same kernel (a compute-bound Triton loop, 3 sizes) timed ``--rounds`` times,
    ``--gap`` seconds apart, each round on a fresh warm worker (a new process, as a CI job
    would be). Reports each config's median per round and the spread of those medians: their
-   relative std dev (%) is what ``views.run_diff.DRIFT_RSD_PCT`` stands for.
+   relative std dev (%) is what ``views.gate.DRIFT_RSD_PCT`` stands for.
 2. Same source re-run minutes apart: every later round against round 0 (named baseline
    ``drift-base``) with the run-to-run rule; expected ``within_noise``. Then the gate itself,
    ``service.check_source`` of the same source: expected no regression.
@@ -45,7 +45,8 @@ from nsight_agent.service.measure import Measuring, measure
 from nsight_agent.service.profile import build_request
 from nsight_agent.views.common import dump
 from nsight_agent.views.compare import compare_summary
-from nsight_agent.views.run_diff import DRIFT_RSD_PCT, render_diff
+from nsight_agent.views.gate import DRIFT_RSD_PCT
+from nsight_agent.views.run_diff import render_diff
 
 SOURCE = """
 import torch

@@ -18,6 +18,7 @@ from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import aggregate as aggregation
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.engine.pipeline import OutputCheck, RunResult
+from nsight_agent.engine.worker.timer import CPU_PROBE_ENV
 from nsight_agent.request import ProfileRequest
 
 # Property tests draw the same examples on every run, so CI cannot turn red at random;
@@ -27,6 +28,11 @@ settings.register_profile(
     "nsight-agent", derandomize=not EXPLORE, **({"max_examples": EXPLORE} if EXPLORE else {})
 )
 settings.load_profile("nsight-agent")
+
+# The gate compares a CPU run's speed probe with its baseline's (views/gate.py); this suite's
+# own parallel workers load the CPU at random, so the runs it makes skip the probe (the gate's
+# tests give stand-in runs probes of their own, and run the probe itself).
+os.environ.setdefault(CPU_PROBE_ENV, "0")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SWEEP = FIXTURES / "engine" / "sweep"

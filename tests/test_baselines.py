@@ -28,7 +28,7 @@ from nsight_agent.service import baselines as service
 from nsight_agent.service.measure import Measuring
 from nsight_agent.service.profile import profile
 from nsight_agent.service.runs import list_runs
-from nsight_agent.views import run_diff
+from nsight_agent.views import gate, run_diff
 from nsight_agent.views.compare import config_verdict
 from nsight_agent.views.history import plot_history, render_history
 
@@ -160,7 +160,7 @@ def test_a_run_against_its_own_copy_is_within_noise(store: dict[str, Any]) -> No
     copy = standin(root, store["fast"], "20261201-000000-copy00000000", lambda _, f: f)
     d = service.diff(copy, "main", root)
     assert d.comparable and d.reasons is None
-    assert d.statistic == "median" and d.drift_pct == run_diff.DRIFT_RSD_PCT
+    assert d.statistic == "median" and d.drift_pct == gate.CPU_DRIFT_RSD_PCT  # CPU runs
     assert [c.verdict for c in d.configs] == ["within_noise", "within_noise"]
     assert d.overall is not None and d.overall.verdict == "within_noise"
     assert d.regression is False
@@ -325,7 +325,7 @@ def test_check_exit_codes(store: dict[str, Any], tmp_path: Path, capsys: Any) ->
     capsys.readouterr()
     assert main(["check", str(slow), "--baseline", "main", "--runs-root", root]) == 1
     out = capsys.readouterr().out
-    assert "slower" in out and "regression (threshold 0%): True" in out
+    assert "slower" in out and "regression (beyond the drift): True" in out
     named = {b.name: b for b in service.list_baselines(Path(root))}
     slow_run = named["main"].checks[-1]
     # 0: no regression (the fast source against a baseline of the slow one).

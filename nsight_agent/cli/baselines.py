@@ -73,7 +73,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from nsight_agent.service import baselines as baseline_store
     from nsight_agent.views.common import dump
-    from nsight_agent.views.run_diff import render_diff, summary_regression
+    from nsight_agent.views.gate import summary_regression
+    from nsight_agent.views.run_diff import render_diff
 
     path = Path(args.file)
     if not path.is_file():

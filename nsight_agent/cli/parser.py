@@ -289,7 +289,11 @@ COMMANDS = [
         [
             opt("file", help="kernel source (same contract and entry as the baseline's)"),
             opt("--baseline", required=True, help="baseline name"),
-            opt("--threshold", type=float, default=0.0, help="slower by >= PCT %% to fail"),
+            opt(
+                "--threshold",
+                type=float,
+                help="also slower by >= PCT %% to fail (default: the drift)",
+            ),
             opt("--entry", help="entry function (default: the baseline variant's)"),
             opt(
                 "--remeasure",

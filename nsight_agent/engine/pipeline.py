@@ -293,7 +293,11 @@ def time_request(
             artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
             seconds=time.monotonic() - start,
             preflight=pre,
-            extra={"method": timed.method, "order": timed.order[:64]},
+            extra={
+                "method": timed.method,
+                "order": timed.order[:64],
+                "cpu_probe_ns": timed.cpu_probe_ns,
+            },
             dropped={**pre.dropped, **timed.dropped},
             suspects=outputs.first_per_config([*pre.suspects, *timed.suspects]),
         )

@@ -3,9 +3,9 @@ noise-aware verdicts as ``compare_variants``, on intervals widened by between-ru
 
 docs/BASELINES.md states the rules. In short: a run is compared with another only when both
 were measured the same way (method, GPU model, clocks and cache policy, driver, ncu version,
-configs, metric, output sizes); otherwise the answer says why, and what to do, instead of a
-verdict. Each run's 95% interval is widened by ``DRIFT_RSD_PCT`` before the interval rule of
-``views.compare`` decides.
+configs, metric, output sizes; on a CPU, the machine's speed); otherwise the answer says why,
+and what to do, instead of a verdict. Each run's 95% interval is widened by the measured drift
+(``views.gate``: the GPU's or the CPU's) before the interval rule of ``views.compare`` decides.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
 from nsight_agent.views.common import sig
 from nsight_agent.views.compare import (
-    FAILING,
-    CompareSummary,
     VariantOverall,
     Verdict,
     config_verdict,
@@ -33,20 +31,18 @@ from nsight_agent.views.compare import (
     min_effect_of,
     variant_overall,
 )
+from nsight_agent.views.gate import DRIFT_RSD_PCT, drift_for, machine_speed, noisier, regressed
 from nsight_agent.views.runs import checks_by, config_index, config_list, denormalized, param_names
 
-# Between-run drift: the relative standard deviation (%) of one kernel's level (its median
-# time) between runs of the same code on the same machine, minutes to hours apart (clocks,
-# heat, other tenants). Measured on the H200 over two minutes: 0.02-0.10 % (docs/BASELINES.md);
-# kept at 1.5 % until a run spanning hours says otherwise (bench/baseline_drift.py).
-DRIFT_RSD_PCT = 1.5
 Z95 = 1.96
 
 DRIFT_RULE = (
     "each run's 95% interval (median ± its order-statistic CI, else mean ± 1.96·std/√n) is "
-    "widened to √(h² + (1.96·drift·center)²) for between-run drift; then compare_variants' "
-    "rule: faster or slower when the widened intervals do not overlap and the times differ by "
-    "at least the candidate run's min_effect_pct (and 100 ns for times), else within_noise"
+    "widened to √(h² + (1.96·drift·center)²) for between-run drift (1.5% on a GPU, 15% on a "
+    "CPU); then compare_variants' rule: faster or slower when the widened intervals do not "
+    "overlap and the times differ by at least the candidate run's min_effect_pct (and 100 ns "
+    "for GPU times), else within_noise. Not compared: CPU runs whose speed probes differ by "
+    "more than 1.5x; not a regression: a slower candidate whose spread is over 4x the baseline's"
 )
 
 
@@ -199,6 +195,9 @@ def comparability(
     same("GPU model", base.gpu, cand.gpu)
     if base.gpu == "cpu" and cand.gpu == "cpu":
         same("host (CPU timing)", base.host, cand.host)
+        slow, unknown = machine_speed(base_run.extra, cand_run.extra)
+        reasons += [slow] if slow else []
+        unverified += [unknown] if unknown else []
     same("clock control", base.clock_control, cand.clock_control)
     same("cache control", base.cache_control, cand.cache_control)
     on_gpu = base.gpu != "cpu" or cand.gpu != "cpu"
@@ -286,9 +285,10 @@ def diff_runs(
     name: str | None = None,
     metric: str = TIME_METRIC,
     threshold_pct: float | None = None,
-    drift_pct: float = DRIFT_RSD_PCT,
+    drift_pct: float | None = None,
 ) -> RunDiff:
-    """``cand_run`` against ``base_run``: refused with reasons, or per config verdicts."""
+    """``cand_run`` against ``base_run``: refused with reasons, or per config verdicts;
+    ``drift_pct`` by default the measured drift of the runs' kind (views/gate.py)."""
     bv = pick_variant(base_run, base_variant)
     cv = pick_variant(cand_run, cand_variant, prefer=bv)
     base, cand = facts(base_run, bv, name), facts(cand_run, cv)
@@ -303,20 +303,33 @@ def diff_runs(
         baseline=base,
         candidate=cand,
         metric=metric,
-        drift_pct=drift_pct,
+        drift_pct=drift_for(base.gpu, cand.gpu) if drift_pct is None else drift_pct,
         unverified=unverified or None,
         notes=notes,
         threshold_pct=threshold_pct,
     )
+    if not reasons:
+        _verdicts(out, base_run, cand_run, metric)
+        if out.regression and all(
+            c.verdict in ("slower", "within_noise", "faster") for c in out.configs
+        ):
+            rows = [
+                variant_rows(r, v, metric).values() for r, v in ((base_run, bv), (cand_run, cv))
+            ]
+            reasons += [why] if (why := noisier(list(rows[0]), list(rows[1]))) else []
     if reasons:
-        out.reasons = reasons
+        out.comparable, out.reasons, out.configs, out.overall, out.regression = (
+            False,
+            reasons,
+            [],
+            None,
+            None,
+        )
         out.todo = (
             "Re-measure both in one run: compare_variants with the baseline's stored source "
             f"(nsight-agent://runs/{base.run_id}/source) and this one as two variants; the CLI "
             "does it with `nsight-agent check SOURCE --baseline NAME --remeasure`."
         )
-        return out
-    _verdicts(out, base_run, cand_run, metric)
     return out
 
 
@@ -358,25 +371,7 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
         out.configs.append(entry)
     out.statistic, out.unit = statistic, _first(base_run.processed, "Unit")
     out.overall = variant_overall(False, verdicts, speedups)
-    out.regression = any(_regressed(c.verdict, c.speedup, out.threshold_pct) for c in out.configs)
-
-
-def _regressed(verdict: str, speedup: float | None, threshold_pct: float | None) -> bool:
-    """The gate's rule for one config: a failing or unmeasured candidate, or one slower by
-    the interval rule and by at least ``threshold_pct`` %."""
-    if verdict in (*FAILING, "no_data"):
-        return True
-    limit = 1.0 + (threshold_pct or 0.0) / 100.0
-    return verdict == "slower" and speedup is not None and 1.0 / speedup >= limit
-
-
-def summary_regression(summary: CompareSummary, variant: str, threshold_pct: float | None) -> bool:
-    """The same gate on a within-run comparison (both re-measured side by side)."""
-    return any(
-        _regressed(c.variants[variant].verdict, c.variants[variant].speedup, threshold_pct)
-        for c in summary.configs
-        if variant in c.variants
-    )
+    out.regression = any(regressed(c.verdict, c.speedup, out.threshold_pct) for c in out.configs)
 
 
 def _time(value: float | None, unit: str | None) -> str:
@@ -416,5 +411,6 @@ def render_diff(d: RunDiff) -> str:
         "docs/BASELINES.md)"
     )
     if d.regression is not None:
-        lines.append(f"regression (threshold {d.threshold_pct or 0:g}%): {d.regression}")
+        limit = f"threshold {d.threshold_pct:g}%" if d.threshold_pct else "beyond the drift"
+        lines.append(f"regression ({limit}): {d.regression}")
     return "\n".join(lines)

@@ -215,3 +215,28 @@ def peak_dram_bytes_per_s() -> float | None:
         return 2.0 * float(clock) * 1e6 * float(bus) / 8 if clock and bus else None
     except Exception:  # no NVML: no floor check
         return None
+
+
+# The CPU speed probe (views/gate.py): a fixed torch workload on the intra-op thread pool, as the
+# timed ops run, repeated for a span longer than a scheduler's time slice so that another
+# process's load is sampled, not missed. Measured on the 2-core CPU machine (2026-12-04): ~150 us
+# a call quiet (5 probes within 10 %), 300-940 us beside one busy process, 8000 us beside two.
+CPU_PROBE_SPAN_NS = 200_000_000
+CPU_PROBE_ENV = "NSIGHT_AGENT_CPU_PROBE"  # "0": skip it (the tests' stand-in runs set it)
+
+
+def cpu_probe_ns(span_ns: int = CPU_PROBE_SPAN_NS) -> float | None:
+    """How fast this CPU runs now: the mean time (ns) of a softmax over 256x1024 floats,
+    called for ``span_ns``; None when the probe is turned off."""
+    import os
+
+    if os.environ.get(CPU_PROBE_ENV) == "0":
+        return None
+    import torch
+
+    x = torch.ones(256, 1024)
+    calls, start = 0, time.perf_counter_ns()
+    while time.perf_counter_ns() - start < span_ns:
+        torch.softmax(x, dim=-1)
+        calls += 1
+    return (time.perf_counter_ns() - start) / calls

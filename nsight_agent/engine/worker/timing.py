@@ -68,6 +68,7 @@ class TimingResult:
     notes: list[str] = field(default_factory=list)
     dropped: dict[str, DroppedVariant] = field(default_factory=dict)
     suspects: list[Suspect] = field(default_factory=list)
+    cpu_probe_ns: list[float] = field(default_factory=list)  # before and after, on a CPU
 
     def frame(self) -> pd.DataFrame:
         """The rows as a processed frame, Geomean per variant over the configs."""
@@ -334,6 +335,7 @@ def time_variants(
         timer_module.peak_dram_bytes_per_s() if timer.cuda else None
     )
     dropped = runtime.Dropped(base)
+    _probe(timer, result)
     for ci, config in enumerate(configs):
         cfg = _Config(ci, config, setup, timer.device, opts.seed)
         samples, warm, verdicts = _time_config(cfg, variants, dropped, timer, opts, result)
@@ -355,7 +357,15 @@ def time_variants(
                     Suspect(variant=name, config_index=ci, reason=verdicts.suspect[name])
                 )
     result.dropped = dropped_from(dropped)
+    _probe(timer, result)
     return result
+
+
+def _probe(timer: Timer, result: TimingResult) -> None:
+    """On a CPU, the machine's speed now (before and after the runs), for the gate."""
+    if not timer.cuda:
+        probe = timer_module.cpu_probe_ns()
+        result.cpu_probe_ns += [probe] if probe is not None else []
 
 
 def _floors(

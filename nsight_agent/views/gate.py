@@ -1,0 +1,105 @@
+"""The regression gate's measured parts (docs/BASELINES.md): how much two runs of unchanged
+code drift apart, when the machine or the noise differed too much for two runs to be compared,
+and the rule that makes a verdict a regression.
+
+Two runs minutes or days apart are compared only as well as the machine held still between
+them. On a GPU the drift is small (0.02-0.10 % measured on the H200, kept at 1.5 %). On a CPU
+it is not: another process on the machine stretches every call (a softmax of 150 us took 8 ms
+beside two busy processes on the 2-core machine), and even a quiet machine drifts (five runs of
+one softmax, 394-545 us medians: 14 % RSD). So a CPU run carries a speed probe (engine/worker/
+timer.cpu_probe_ns) and runs made at different machine speeds are not compared (exit 3), and a
+candidate whose spread is many times the baseline's is not called a regression on that alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from statistics import median
+from typing import Any
+
+from nsight_agent.views.common import sig
+from nsight_agent.views.compare import FAILING, CompareSummary
+
+# Between-run drift on a GPU: the relative standard deviation (%) of one kernel's level (its
+# median time) between runs of the same code on the same machine, minutes to hours apart
+# (clocks, heat, other tenants). Measured on the H200 over two minutes: 0.02-0.10 %
+# (docs/BASELINES.md); kept at 1.5 % until a run spanning hours says otherwise.
+DRIFT_RSD_PCT = 1.5
+# The same on a CPU (perf_counter): five quiet runs of one softmax on the 2-core CPU machine,
+# 2026-12-04: medians 394-545 us, 14 % RSD. The gate can then call about 2 x 1.96 x 15 = 59 %.
+CPU_DRIFT_RSD_PCT = 15.0
+# Two CPU runs whose speed probes differ by more than this factor were made on a machine
+# running at another speed (another process's load): not compared. Quiet probes: within 10 %.
+MACHINE_SPEED_LIMIT = 1.5
+# A candidate whose relative spread is more than this many times the baseline's (each at least
+# NOISE_FLOOR_PCT) was measured on a noisier machine: its 'slower' is not a regression.
+NOISE_RATIO_LIMIT = 4.0
+NOISE_FLOOR_PCT = 2.0
+
+
+def drift_for(base_gpu: str | None, cand_gpu: str | None) -> float:
+    """The drift (%) allowed between two runs: the CPU's when either was timed on a CPU."""
+    return CPU_DRIFT_RSD_PCT if "cpu" in (base_gpu, cand_gpu) else DRIFT_RSD_PCT
+
+
+def _speed(extra: Mapping[str, Any]) -> float | None:
+    """The run's slowest probe (ns a call): the busiest moment of the machine it saw."""
+    probes = [float(p) for p in extra.get("cpu_probe_ns") or [] if isinstance(p, int | float)]
+    return max(probes) if probes else None
+
+
+def machine_speed(
+    base_extra: Mapping[str, Any], cand_extra: Mapping[str, Any]
+) -> tuple[str | None, str | None]:
+    """(why two CPU runs are not comparable, or None; what could not be checked, or None)."""
+    b, c = _speed(base_extra), _speed(cand_extra)
+    if b is None or c is None:
+        return None, f"machine speed (CPU probe not recorded: baseline {b}, this run {c})"
+    ratio = c / b
+    if 1 / MACHINE_SPEED_LIMIT <= ratio <= MACHINE_SPEED_LIMIT:
+        return None, None
+    how = f"{ratio:.3g}x slower" if ratio > 1 else f"{1 / ratio:.3g}x faster"
+    return (
+        f"the machine ran {how} than when the baseline was measured (a fixed CPU workload: "
+        f"{c / 1e3:.4g} us a call now, {b / 1e3:.4g} us then): another process is likely "
+        "using the CPU; re-run when the machine is quiet, or time both in one run",
+        None,
+    )
+
+
+def noisier(
+    base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """Why a candidate's 'slower' cannot be trusted: its relative spread is more than
+    NOISE_RATIO_LIMIT times the baseline's (median over configs); None when it is not."""
+    b = [sig(r.get("RelativeStdDevPct")) for r in base_rows]
+    c = [sig(r.get("RelativeStdDevPct")) for r in cand_rows]
+    b_rsd = median([v for v in b if v is not None] or [0.0])
+    c_rsd = median([v for v in c if v is not None] or [0.0])
+    ratio = max(c_rsd, NOISE_FLOOR_PCT) / max(b_rsd, NOISE_FLOOR_PCT)
+    if ratio <= NOISE_RATIO_LIMIT:
+        return None
+    return (
+        f"this run's spread is {ratio:.3g}x the baseline's (relative std dev {c_rsd:.3g} % "
+        f"against {b_rsd:.3g} %): it was measured on a noisier machine, so its slower times may "
+        "be the machine's; re-run when the machine is quiet, or time both in one run"
+    )
+
+
+def regressed(verdict: str, speedup: float | None, threshold_pct: float | None) -> bool:
+    """The gate's rule for one config: a failing or unmeasured candidate, or one slower by
+    the interval rule (drift-widened) and, when a threshold is given, by at least
+    ``threshold_pct`` %."""
+    if verdict in (*FAILING, "no_data"):
+        return True
+    limit = 1.0 + (threshold_pct or 0.0) / 100.0
+    return verdict == "slower" and speedup is not None and 1.0 / speedup >= limit
+
+
+def summary_regression(summary: CompareSummary, variant: str, threshold_pct: float | None) -> bool:
+    """The same gate on a within-run comparison (both re-measured side by side)."""
+    return any(
+        regressed(c.variants[variant].verdict, c.variants[variant].speedup, threshold_pct)
+        for c in summary.configs
+        if variant in c.variants
+    )
