@@ -162,6 +162,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import nsight_agent.cli.tables as tables
     from nsight_agent.views import report, text
+    from nsight_agent.views.step import step_of_report
 
     s = report.summarize_report(
         args.file,
@@ -172,8 +173,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     if args.json:
         print(dump_json(s))
-    else:
-        output.show(text.render_report(s), tables.report(s))
+        return 0
+    step = text.step_lines(step_of_report(args.file))  # the whole step first, if several groups
+    if step:
+        output.show("\n".join(step))
+    output.show(text.render_report(s), tables.report(s))
     return 0
 
 

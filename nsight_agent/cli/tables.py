@@ -21,7 +21,7 @@ from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary
 from nsight_agent.views.runs import ProfileSummary
-from nsight_agent.views.text import kernels_text, readable, roofline_line
+from nsight_agent.views.text import kernels_text, readable, roofline_line, step_lines
 
 VERDICT_STYLE = {
     "faster": "bold green",
@@ -111,6 +111,7 @@ def diagnosis(d: ReportDiagnosis) -> RenderableType:
         Text(f"{d.kernels_total} kernel(s) on {d.gpu or 'an unknown GPU'}; {d.report}", "bold")
     ]
     parts += [Text(f"  {p}", style="dim") for p in d.passes or []]
+    parts += [Text(line) for line in step_lines(d.step)]
     for k in d.kernels:
         dg = k.diagnosis
         share = f"{k.share_pct:.3g}%" if k.share_pct is not None else "-"

@@ -88,4 +88,8 @@ def owner_of(kernel: str, user_kernels: set[str] | None = None, op: str | None =
             return Owner(kind=kind, who=who)
     if op and op.startswith(("aten::", "autograd::")):
         return Owner(kind="framework", who="ATen")
-    return Owner(kind="unknown", who="not in your source" if user_kernels else "unknown")
+    if user_kernels:
+        return Owner(kind="unknown", who="not in your source")
+    # No source to check against (a report alone): a kernel of no known library, framework or
+    # compiler is the user's own (a Triton or CUDA kernel they wrote).
+    return Owner(kind="user", who="yours")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 StepCauseId = Literal["unfused_chain", "launch_bound_step", "host_gaps"]
 
@@ -48,6 +48,16 @@ class StepCause(BaseModel):
     detail: str
     groups: list[str]
     actions: list[str]
+    # (kernel, group) of every launch the cause covers: a kernel with no cause of its own
+    # points here (views/diagnosis.py); not part of the answer.
+    _covers: set[tuple[str, str]] = PrivateAttr(default_factory=set)
+
+    def covers(self, kernel: str, group: str) -> bool:
+        return (kernel, group) in self._covers
+
+    def covering(self, launches: list[Launch]) -> StepCause:
+        self._covers = {(x.kernel, x.group) for x in launches}
+        return self
 
 
 _FUSABLE_OWNERS = ("framework", "compiler")
@@ -90,7 +100,7 @@ def unfused_chains(launches: list[Launch], total_ns: float, min_chain: int = 3) 
     longest = max(runs, key=len)
     ops = " -> ".join(dict.fromkeys(x.group for x in longest))
     kernels = sum(len(r) for r in runs)
-    return StepCause(
+    cause = StepCause(
         id="unfused_chain",
         title=f"{kernels} framework kernels in {len(runs)} unfused chain(s) over the same tensors",
         gain_pct=round(100.0 * saved_ns / total_ns, 1),
@@ -103,6 +113,7 @@ def unfused_chains(launches: list[Launch], total_ns: float, min_chain: int = 3) 
             "drop needless casts and copies inside the chain (.to(), .contiguous())",
         ],
     )
+    return cause.covering([x for r in runs for x in r])
 
 
 def launch_bound(
@@ -120,7 +131,7 @@ def launch_bound(
     floor_ns = len(launches) * launch_us * 1e3  # the CPU cannot launch them faster than this
     step_ns = max(total_ns, floor_ns, wall_ns or 0.0)
     gain = 100.0 * (1.0 - total_ns / step_ns) if step_ns > total_ns else None
-    return StepCause(
+    cause = StepCause(
         id="launch_bound_step",
         title=f"launch-bound: {len(tiny)} of {len(launches)} launches take <= {tiny_us:g} us",
         gain_pct=None if gain is None else round(gain, 1),
@@ -135,6 +146,7 @@ def launch_bound(
             "fuse the small kernels into fewer, larger ones",
         ],
     )
+    return cause.covering(tiny)
 
 
 def host_gaps(

@@ -10,6 +10,7 @@ so each can be traced to its line of code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -128,16 +129,7 @@ def diagnose_report(
         for _name, op, ns, acts in rows[offset : offset + limit]
     ]
     rest = [r for i, r in enumerate(rows) if not offset <= i < offset + limit][:one_line]
-    others = [
-        KernelShare(
-            kernel=name[:80],
-            op=op,
-            share_pct=share(ns),
-            launches=len(acts),
-            headline=diagnose(op, acts).headline[:120],
-        )
-        for name, op, ns, acts in rest
-    ]
+    briefs = [(name, op, share(ns), len(acts), diagnose(op, acts)) for name, op, ns, acts in rest]
     step = None
     if len(actions) > 1 and not single:
         gains = {
@@ -146,6 +138,16 @@ def diagnose_report(
             if k.diagnosis.causes
         }
         step = step_view(actions, user_kernels, wall_ns, gains, placed)
+        for name, op, pct, diagnosis in [
+            *((name, k.op, k.share_pct, k.diagnosis) for (name, *_), k in zip(rows[offset:], full)),
+            *((name, op, pct, dg) for name, op, pct, _, dg in briefs),
+        ]:
+            if (pct or 0.0) >= NEVER_SILENT_PCT:
+                diagnosis.headline = pointed(diagnosis, name, op, step)
+    others = [
+        KernelShare(kernel=name[:80], op=op, share_pct=pct, launches=n, headline=dg.headline[:120])
+        for name, op, pct, n, dg in briefs
+    ]
     return ReportDiagnosis(
         report=str(path),
         gpu=gpu_name(actions),
@@ -155,3 +157,32 @@ def diagnose_report(
         others=others or None,
         page=pg,
     )
+
+
+NEVER_SILENT_PCT = 5.0  # a kernel of at least this share of the step always gets a pointer
+SILENT = "no cause found"
+
+
+def pointed(d: KernelDiagnosis, name: str, op: str | None, step: StepView) -> str:
+    """The headline of a kernel of >= 5 % of the step whose own diagnosis found no cause: the
+    step cause that covers it (an unfused chain, a launch-bound step), else ncu's strongest
+    rule for it, else what a deeper pass would add; never "no cause found" alone."""
+    if SILENT not in d.headline:
+        return d.headline
+    bound = d.headline.split(":")[0]
+    group = op or name[:60]
+    cause = next((c for c in step.causes or [] if c.covers(name, group)), None)
+    if cause is not None:
+        return f"{bound}: part of the step's {cause.id}: {cause.actions[0]}"
+    if d.unmapped:
+        strongest = max(d.unmapped, key=_gain)
+        return f"{bound}: no cause of its own; ncu's strongest rule: {strongest}"
+    if d.deeper:
+        return f"{bound}: no cause in this pass; a deeper pass would add {', '.join(d.deeper)}"
+    return d.headline
+
+
+def _gain(rule: str) -> float:
+    """The estimated gain an ``unmapped`` entry ends with ("RuleId: title (12%)"), else -1."""
+    found = re.search(r"\((\d+(?:\.\d+)?)%\)$", rule)
+    return float(found.group(1)) if found else -1.0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -228,3 +229,9 @@ def step_view(
         rest_pct=sig(rest, 2) if len(rows) > MAX_GROUPS and rest > 0.05 else None,
         causes=causes or None,
     )
+
+
+def step_of_report(path: str | Path) -> StepView | None:
+    """The step view of a report alone (no source, no wall time); None for a single launch."""
+    actions = extract.iter_actions(extract.load(path))
+    return step_view(actions) if len(actions) > 1 else None

@@ -13,6 +13,7 @@ from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary, RooflineBrief
 from nsight_agent.views.roofline import RooflineSummary
 from nsight_agent.views.runs import ProfileSummary
+from nsight_agent.views.step import StepView
 
 # (unit as ncu or our models spell it) -> steps of (scale, readable unit), largest first.
 _SCALES: dict[str, tuple[tuple[float, str], ...]] = {
@@ -206,9 +207,34 @@ def render_table(s: ProfileSummary, metric_label: Mapping[str, str] | None = Non
     return "\n".join(lines)
 
 
+def step_lines(step: StepView | None) -> list[str]:
+    """The whole step first, when it has more than one group: where the time goes, whose it
+    is, what each group could save at most, and the step's own causes."""
+    if step is None or len(step.groups) < 2:
+        return []
+    wall = f", {step.wall_us:.4g} us wall" if step.wall_us is not None else ""
+    lines = [f"step: {step.gpu_us:.4g} us of kernels per call, {step.launches} launches{wall}"]
+    lines.append(f"  {'group':34} {'owner':12} {'share':>6} {'us':>8}  {'gain<=':>6}  bound")
+    for g in step.groups:
+        gain = f"{g.gain_pct:.2g}%" if g.gain_pct is not None else "-"
+        lines.append(
+            f"  {g.group[:34]:34} {g.owner[:12]:12} {g.share_pct:5.3g}% {g.us:8.4g}  {gain:>6}  "
+            f"{g.bound}"
+        )
+    if step.rest_pct:
+        lines.append(f"  (other groups: {step.rest_pct:.2g}%)")
+    for c in step.causes or []:
+        gain = f" (step <= {c.gain_pct:g}% faster)" if c.gain_pct is not None else ""
+        lines.append(f"  step cause {c.id}{gain}: {c.title}; {c.detail}")
+        lines.append(f"      try: {c.actions[0]}")
+    return [*lines, "  (gain<=: Amdahl bound, each group at its roof)"]
+
+
 def render_diagnosis(d: ReportDiagnosis) -> str:
-    """The headline and top causes of each kernel, then one line for the rest."""
+    """The step first (when there are several groups), then the headline and top causes of
+    each kernel, then one line for the rest."""
     lines = [f"{d.kernels_total} kernel(s) on {d.gpu or 'unknown GPU'}; {d.report}"]
+    lines += step_lines(d.step)
     lines += [f"  {p}" for p in d.passes or []]
     for k in d.kernels:
         dg = k.diagnosis
