@@ -228,15 +228,27 @@ CPU_PROBE_ENV = "NSIGHT_AGENT_CPU_PROBE"  # "0": skip it (the tests' stand-in ru
 def cpu_probe_ns(span_ns: int = CPU_PROBE_SPAN_NS) -> float | None:
     """How fast this CPU runs now: the mean time (ns) of a softmax over 256x1024 floats,
     called for ``span_ns``; None when the probe is turned off."""
+    if not cpu_probe_on():
+        return None
+    calls, start = 0, time.perf_counter_ns()
+    while time.perf_counter_ns() - start < span_ns:
+        probe_call_ns()
+        calls += 1
+    return (time.perf_counter_ns() - start) / calls
+
+
+def cpu_probe_on() -> bool:
     import os
 
-    if os.environ.get(CPU_PROBE_ENV) == "0":
-        return None
+    return os.environ.get(CPU_PROBE_ENV) != "0"
+
+
+def probe_call_ns() -> float:
+    """One call of the probe's workload (ns): the timing loop makes one after each run, so
+    the machine's speed is also sampled while the variants are measured, not only around."""
     import torch
 
     x = torch.ones(256, 1024)
-    calls, start = 0, time.perf_counter_ns()
-    while time.perf_counter_ns() - start < span_ns:
-        torch.softmax(x, dim=-1)
-        calls += 1
-    return (time.perf_counter_ns() - start) / calls
+    start = time.perf_counter_ns()
+    torch.softmax(x, dim=-1)
+    return float(time.perf_counter_ns() - start)

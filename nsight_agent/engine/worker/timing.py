@@ -68,7 +68,9 @@ class TimingResult:
     notes: list[str] = field(default_factory=list)
     dropped: dict[str, DroppedVariant] = field(default_factory=dict)
     suspects: list[Suspect] = field(default_factory=list)
-    cpu_probe_ns: list[float] = field(default_factory=list)  # before and after, on a CPU
+    # On a CPU: the probe before and after the runs, then the median of the loop's probes
+    cpu_probe_ns: list[float] = field(default_factory=list)
+    loop_probes_ns: list[float] = field(default_factory=list)  # one after each run
 
     def frame(self) -> pd.DataFrame:
         """The rows as a processed frame, Geomean per variant over the configs."""
@@ -268,6 +270,8 @@ def _time_config(
                 result.order.append((cfg.index, run, name))
                 verdicts.suspect_of(name, _replaced())
             runtime.synchronize(timer.device)  # side streams too, before anything is checked
+            if not timer.cuda and timer_module.cpu_probe_on():  # the machine's speed, meanwhile
+                result.loop_probes_ns.append(timer_module.probe_call_ns())
             for name, call in calls.items():
                 timed[name].append(call)
                 estimates[name].append(call.events_ns)
@@ -358,6 +362,8 @@ def time_variants(
                 )
     result.dropped = dropped_from(dropped)
     _probe(timer, result)
+    if result.loop_probes_ns:
+        result.cpu_probe_ns.append(statistics.median(result.loop_probes_ns))
     return result
 
 
