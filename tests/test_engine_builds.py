@@ -95,6 +95,8 @@ def test_same_name_builds_apart_and_the_second_call_compiles_nothing(
     # One name= in each source, one library name per source (the warm worker loads both).
     assert builds[0]["compiled"] != builds[1]["compiled"]
     assert all(b["compiled"][0].startswith("fast_matmul_") for b in builds)
+    # Built side by side, one child process each, before the imports loaded them.
+    assert [b.get("parallel") for b in builds] == [2, 2], builds
 
     second = pipeline.time_request(request(), pool, runs_root=root)  # same warm worker
     assert [c.ok for c in second.checks] == [True, True]
@@ -104,8 +106,31 @@ def test_same_name_builds_apart_and_the_second_call_compiles_nothing(
     # The answer states the compile apart from the measuring.
     said = [w for w in compare_summary(first).warnings or [] if w.startswith("compile: ")]
     assert len(said) == 1 and "'mine': compiled in" in said[0] and "'theirs': compiled" in said[0]
+    assert said[0].count("2 sources at once") == 2, said
     said = [w for w in compare_summary(second).warnings or [] if w.startswith("compile: ")]
     assert len(said) == 1 and said[0].count("built before, loaded in") == 2
+
+
+def test_a_candidate_that_does_not_compile_is_its_own_row_beside_a_parallel_build(
+    root: Path, pool: WorkerPool
+) -> None:
+    broken = CANDIDATE.format(tag="this is not C++", scale=1)
+    req = ProfileRequest.model_validate(
+        {
+            **request().model_dump(),
+            "source": CANDIDATE.format(tag=4, scale=2),
+            "variants": [
+                {"name": "mine", "entry": "run"},
+                {"name": "broken", "entry": "run", "source": broken},
+            ],
+        }
+    )
+    run = pipeline.time_request(req, pool, runs_root=root)
+    assert run.dropped["broken"].verdict == "error", run.dropped
+    assert "Error building extension" in run.dropped["broken"].message, run.dropped
+    assert [c.ok for c in run.checks if c.variant == "mine"] == [True]
+    assert run.preflight is not None
+    assert [(b["module"], b.get("parallel")) for b in run.preflight.builds] == [("user_source", 2)]
 
 
 def test_a_stale_torch_lock_does_not_block_the_next_build(root: Path) -> None:

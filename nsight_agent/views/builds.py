@@ -24,7 +24,10 @@ def build_note(pre: PreflightResult | None, request: ProfileRequest, seconds: fl
     ]
     if cuda:
         parts.append("the CUDA source: " + _cost(cuda))
-    total = sum(float(b.get("seconds") or 0.0) for b in [*builds, *([cuda] if cuda else [])])
+    alone = [b for b in [*builds, *([cuda] if cuda else [])] if not b.get("parallel")]
+    together = [float(b.get("seconds") or 0.0) for b in builds if b.get("parallel")]
+    # Sources built side by side share one wall time: counted once.
+    total = sum(float(b.get("seconds") or 0.0) for b in alone) + max(together, default=0.0)
     return (
         f"compile: {total:.1f} s of this call's {float(seconds):.1f} s, before measuring "
         f"and outside every measured time ({'; '.join(parts)})"
@@ -35,6 +38,8 @@ def _cost(build: dict[str, Any]) -> str:
     seconds = float(build.get("seconds") or 0.0)
     if build.get("cache_hit"):
         return f"built before, loaded in {seconds:.1f} s"
+    if build.get("parallel"):
+        return f"compiled in {seconds:.1f} s, {build['parallel']} sources at once"
     return f"compiled in {seconds:.1f} s"
 
 

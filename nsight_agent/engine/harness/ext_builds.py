@@ -10,6 +10,8 @@ held: the kernel drops it when its holder dies, and whoever holds it knows that 
 ``lock`` left in the folder belongs to a dead build and removes it. Each extension is named
 ``<name>_<hash>`` (see ``own_names``), so one process can load two candidates' "fast_matmul".
 A ``load_inline`` called later than at import (inside the entry) is not redirected.
+When several sources of one call build, ``Builds.prebuild`` builds them at once, one child
+process each, before they are imported in turn (the answer says "N sources at once").
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import fcntl
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -150,6 +154,7 @@ class SourceBuild:
     libraries: list[str] = field(default_factory=list)
     stale_locks: list[str] = field(default_factory=list)  # torch batons of dead builds removed
     arch: str | None = None
+    parallel: int | None = None  # built in a child beside this many sources' (Builds.prebuild)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -179,12 +184,64 @@ def source_builds(
             (folder / MARKER).write_text(json.dumps(record.to_dict(), indent=1))
 
 
+# Imports one source in a child process, so that its extensions build into its folder.
+_CHILD = (
+    "import sys; from pathlib import Path; from nsight_agent.engine.harness import ext_builds, "
+    "runtime; runtime.load_user_module(sys.argv[2], sys.argv[3], ext_builds.Builds(sys.argv[1]))"
+)
+PARALLEL_ENV = "NSIGHT_AGENT_PARALLEL_BUILDS"  # "0": build one source after another
+
+
 class Builds:
     """The builds of one process's user imports (``runtime.load_user_module``), in order."""
 
     def __init__(self, cache_root: str | Path | None) -> None:
         self.root = Path(cache_root) if cache_root else None
         self.records: list[dict[str, Any]] = []
+        self.prebuilt: dict[str, dict[str, Any]] = {}  # folder -> what a child built there
+
+    def prebuild(self, sources: list[tuple[str, str | Path]]) -> None:
+        """Build the extensions of several sources at once, one child process per source that
+        imports it (its builds go to its own folder, under its lock), before this process
+        imports them one by one and loads what was built. A source already built, or alone,
+        is left to its import; a child that fails says nothing here: the import that follows
+        meets the same error, and the variant becomes its own error row."""
+        if self.root is None or os.environ.get(PARALLEL_ENV) == "0":
+            return
+        todo: dict[str, tuple[str, Path]] = {}
+        for module, path in sources:
+            text = Path(path).read_text(errors="replace")
+            folder = folder_for(self.root, text)
+            if builds_extensions(text) and not (folder / MARKER).is_file():
+                todo.setdefault(str(folder), (module, Path(path)))
+        if len(todo) < 2:
+            return
+        started = time.time()
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(self.root), module, str(path)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for module, path in todo.values()
+        ]
+        for child in children:
+            try:
+                child.wait(timeout=LOCK_WAIT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        ended = time.time()
+        for key, (module, _) in todo.items():
+            marker = Path(key) / MARKER
+            if marker.is_file() and marker.stat().st_mtime >= started:
+                record = json.loads(marker.read_text())
+                self.prebuilt[key] = {
+                    **record,
+                    "module": module,
+                    "parallel": len(todo),
+                    "seconds": round(ended - started, 3),
+                }
 
     @contextlib.contextmanager
     def around(self, module: str, path: Path) -> Iterator[None]:
@@ -194,5 +251,10 @@ class Builds:
             return
         with source_builds(self.root, source, module) as record:
             yield
+        built = self.prebuilt.get(record.folder)
+        if built is not None and record.cache_hit:  # compiled by this call's child, in parallel
+            record.compiled, record.cache_hit = list(built.get("compiled") or []), False
+            record.seconds += float(built["seconds"])
+            record.parallel = int(built["parallel"])
         if record.libraries:
             self.records.append(record.to_dict())

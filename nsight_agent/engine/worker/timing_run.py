@@ -50,6 +50,8 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
     try:
         main = spec["setup_module"]
         builds = ext_builds.Builds(spec["cuda"]["cache_dir"])
+        files = [(v["module"], run_dir / v["file"]) for v in variants]
+        builds.prebuild([(main, run_dir / f"{main}.py"), *files])  # every candidate at once
         modules = {main: runtime.load_user_module(main, str(run_dir / f"{main}.py"), builds)}
         for v in variants:
             with dropped.isolate(v["name"], "import"):
