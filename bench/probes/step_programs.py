@@ -15,6 +15,13 @@ and shapes on (``torch.autograd.profiler.emit_nvtx(record_shapes=True)``), as nc
   tiny        launch-bound: a per-tensor SGD update over 48 small tensors (48 tiny kernels)
   tiny_ho     held out for the launch rule: per-tensor gradient norms and clipping of 16
               small tensors (reductions and scalings, one launch each)
+  layer_ho    held out for the never-silent rule (issue 38, part 4; written with its
+              expectation before any recording, not recorded yet): a bf16 attention block
+              (cuBLAS), a depthwise conv1d (cuDNN), an unfused fp32 chain over one tensor
+              (cast, scale, bias, GELU, residual) and the user's Triton kernel
+              ``user_col_scale``. Expected, read as a report alone: unfused_chain fires; no
+              kernel of >= 5 % says "no cause found"; user_col_scale is owned "yours"; the
+              text answers start with the step summary.
 
     python3 bench/probes/step_programs.py STEP            (the step, as ncu runs it)
     python3 bench/probes/step_programs.py STEP --wall     (median wall of 20 steps, no ncu)
@@ -49,14 +56,57 @@ def user_col_gather(x_ptr, y_ptr, rows, cols, BLOCK: tl.constexpr):
 def layer_step() -> Callable[[], None]:
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(
-        d_model=1024, nhead=16, dim_feedforward=4096, dropout=0.1, batch_first=True,
-        device=DEV, dtype=torch.bfloat16,
+        d_model=1024,
+        nhead=16,
+        dim_feedforward=4096,
+        dropout=0.1,
+        batch_first=True,
+        device=DEV,
+        dtype=torch.bfloat16,
     ).train()
     x = torch.randn(8, 512, 1024, device=DEV, dtype=torch.bfloat16, requires_grad=True)
 
     def step() -> None:
         out = layer(x)
         out.float().square().mean().backward()
+
+    return step
+
+
+@triton.jit
+def user_col_scale(x_ptr, s_ptr, y_ptr, rows, cols, BLOCK: tl.constexpr):
+    """y[r, c] = x[r, c] * s[c], one program per column block read down the rows."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < rows * cols
+    c = offs // rows
+    r = offs % rows
+    v = tl.load(x_ptr + r * cols + c, mask=mask)
+    tl.store(y_ptr + r * cols + c, v * tl.load(s_ptr + c, mask=mask), mask=mask)
+
+
+def layer_ho_step() -> Callable[[], None]:
+    torch.manual_seed(1)
+    b, t, d = 8, 512, 1024
+    x = torch.randn(b, t, d, device=DEV, dtype=torch.bfloat16)
+    attn = torch.nn.MultiheadAttention(d, 16, batch_first=True, device=DEV, dtype=torch.bfloat16)
+    conv = torch.nn.Conv1d(d, d, 3, padding=1, groups=d, device=DEV, dtype=torch.bfloat16)
+    bias = torch.randn(d, device=DEV)
+    scale = torch.rand(d, device=DEV)
+    rows, cols = b * t, d
+    out = torch.empty(rows, cols, device=DEV)
+
+    def step() -> None:
+        with torch.no_grad():
+            h, _ = attn(x, x, x, need_weights=False)
+            h = conv(h.transpose(1, 2)).transpose(1, 2)
+            y = h.float().reshape(rows, cols)  # the unfused fp32 chain
+            y = y * 0.5
+            y = y + bias
+            y = torch.nn.functional.gelu(y)
+            y = y + x.float().reshape(rows, cols)
+            grid = (triton.cdiv(rows * cols, 1024),)
+            user_col_scale[grid](y.contiguous(), scale, out, rows, cols, BLOCK=1024)
 
     return step
 
@@ -145,6 +195,7 @@ STEPS = {
     "chain_ho2": chain_ho2_step,
     "tiny": tiny_step,
     "tiny_ho": tiny_ho_step,
+    "layer_ho": layer_ho_step,
 }
 
 
