@@ -25,7 +25,9 @@ def build_note(pre: PreflightResult | None, request: ProfileRequest, seconds: fl
     if cuda:
         parts.append("the CUDA source: " + _cost(cuda))
     alone = [b for b in [*builds, *([cuda] if cuda else [])] if not b.get("parallel")]
-    together = [float(b.get("seconds") or 0.0) for b in builds if b.get("parallel")]
+    together = [
+        float(b.get("wall") or b.get("seconds") or 0.0) for b in builds if b.get("parallel")
+    ]
     # Sources built side by side share one wall time: counted once.
     total = sum(float(b.get("seconds") or 0.0) for b in alone) + max(together, default=0.0)
     return (

@@ -155,6 +155,7 @@ class SourceBuild:
     stale_locks: list[str] = field(default_factory=list)  # torch batons of dead builds removed
     arch: str | None = None
     parallel: int | None = None  # built in a child beside this many sources' (Builds.prebuild)
+    wall: float | None = None  # the wall time of those builds together
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -199,13 +200,14 @@ class Builds:
         self.root = Path(cache_root) if cache_root else None
         self.records: list[dict[str, Any]] = []
         self.prebuilt: dict[str, dict[str, Any]] = {}  # folder -> what a child built there
+        self.failed: dict[str, str] = {}  # folder -> its child's compiler errors
 
     def prebuild(self, sources: list[tuple[str, str | Path]]) -> None:
         """Build the extensions of several sources at once, one child process per source that
-        imports it (its builds go to its own folder, under its lock), before this process
-        imports them one by one and loads what was built. A source already built, or alone,
-        is left to its import; a child that fails says nothing here: the import that follows
-        meets the same error, and the variant becomes its own error row."""
+        imports it (its builds go to its own folder, under its lock), at most one per core,
+        before this process imports them one by one and loads what was built. A source
+        already built, or alone, is left to its import. A child whose build failed is not
+        built again: the import of that source raises its compiler errors (an error row)."""
         if self.root is None or os.environ.get(PARALLEL_ENV) == "0":
             return
         todo: dict[str, tuple[str, Path]] = {}
@@ -216,22 +218,31 @@ class Builds:
                 todo.setdefault(str(folder), (module, Path(path)))
         if len(todo) < 2:
             return
-        started = time.time()
-        children = [
-            subprocess.Popen(
-                [sys.executable, "-c", _CHILD, str(self.root), module, str(path)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for module, path in todo.values()
-        ]
-        for child in children:
-            try:
-                child.wait(timeout=LOCK_WAIT_S)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-        ended = time.time()
+        jobs, started = min(len(todo), os.cpu_count() or 1), time.time()
+        waiting = list(todo)
+        running: dict[str, tuple[subprocess.Popen[bytes], float]] = {}  # folder -> child, start
+        ends: dict[str, float] = {}
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                key = waiting.pop(0)
+                module, path = todo[key]
+                Path(key).parent.mkdir(parents=True, exist_ok=True)
+                with open(f"{key}.log", "wb") as log:  # the child's output: its compile errors
+                    argv = [sys.executable, "-c", _CHILD, str(self.root), module, str(path)]
+                    running[key] = (subprocess.Popen(argv, stdout=log, stderr=log), time.time())
+            for key, (child, start) in list(running.items()):
+                if child.poll() is None and time.time() - start < LOCK_WAIT_S:
+                    continue
+                if child.poll() is None:  # past the wait a build may take: its import decides
+                    child.kill()
+                    child.wait()
+                del running[key]
+                ends[key] = time.time() - start
+                if child.returncode and child.returncode > 0:
+                    log_text = Path(f"{key}.log").read_text(errors="replace")
+                    self.failed[key] = compile_message(log_text)
+            time.sleep(0.05)
+        wall = time.time() - started
         for key, (module, _) in todo.items():
             marker = Path(key) / MARKER
             if marker.is_file() and marker.stat().st_mtime >= started:
@@ -240,7 +251,8 @@ class Builds:
                     **record,
                     "module": module,
                     "parallel": len(todo),
-                    "seconds": round(ended - started, 3),
+                    "seconds": round(ends.get(key, wall), 3),
+                    "wall": round(wall, 3),
                 }
 
     @contextlib.contextmanager
@@ -249,12 +261,34 @@ class Builds:
         if self.root is None or not builds_extensions(source):
             yield
             return
+        failed = self.failed.get(str(folder_for(self.root, source)))
+        if failed is not None:  # its child's build failed: not compiled a second time
+            raise RuntimeError(f"the torch extension did not compile: {failed}")
         with source_builds(self.root, source, module) as record:
-            yield
+            try:
+                yield
+            except RuntimeError as err:
+                if BUILD_ERROR not in str(err):
+                    raise
+                raise RuntimeError(
+                    f"the torch extension did not compile: {compile_message(str(err))}"
+                ) from None
         built = self.prebuilt.get(record.folder)
         if built is not None and record.cache_hit:  # compiled by this call's child, in parallel
             record.compiled, record.cache_hit = list(built.get("compiled") or []), False
             record.seconds += float(built["seconds"])
-            record.parallel = int(built["parallel"])
+            record.parallel, record.wall = int(built["parallel"]), float(built["wall"])
         if record.libraries:
             self.records.append(record.to_dict())
+
+
+BUILD_ERROR = "Error building extension"
+
+
+def compile_message(output: str, most: int = 6) -> str:
+    """The compiler's own error lines from a failed build's output (torch puts the ninja
+    command lines first, which would fill any short message), else its last lines."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith(("[", "FAILED"))]
+    picked = [e for e in errors if BUILD_ERROR not in e and "Traceback" not in e][:most]
+    return " | ".join(picked or lines[-most:])[:1500]

@@ -1,0 +1,29 @@
+"""A failed extension build is told by the compiler's own lines (issue 36, part 3): torch's
+message starts with ninja's command lines, which would fill any short error row."""
+
+from __future__ import annotations
+
+from nsight_agent.engine.harness.ext_builds import compile_message
+
+TORCH_OUTPUT = """Traceback (most recent call last):
+  File "variant_1.py", line 4, in <module>
+RuntimeError: Error building extension 'fast_matmul_ab12': [1/2] c++ -MMD -MF main.o.d \
+-DTORCH_EXTENSION_NAME=fast_matmul_ab12 -isystem /x/include -fPIC -std=c++17 -O0 -c main.cpp
+FAILED: main.o
+c++ -MMD -MF main.o.d -DTORCH_EXTENSION_NAME=fast_matmul_ab12 -c main.cpp -o main.o
+main.cpp: In function 'int64_t tag()':
+main.cpp:3:34: error: 'is' was not declared in this scope
+main.cpp:3:37: error: expected ';' before 'not'
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_the_compiler_s_error_lines_are_kept_and_ninja_s_commands_dropped() -> None:
+    message = compile_message(TORCH_OUTPUT)
+    assert message.startswith("main.cpp:3:34: error: 'is' was not declared"), message
+    assert "main.cpp:3:37: error: expected ';'" in message
+    assert "-MMD" not in message and "Traceback" not in message
+
+
+def test_without_error_lines_the_last_lines_stand() -> None:
+    assert compile_message("a\nb\n\nc\n", most=2) == "b | c"
