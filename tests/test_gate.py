@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,11 @@ def test_the_probe_measures_a_fixed_workload_and_can_be_turned_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(timer.CPU_PROBE_ENV, "1")
+    start = time.perf_counter_ns()
     ns = timer.cpu_probe_ns(span_ns=20_000_000)
-    assert ns is not None and 0 < ns < 20_000_000
+    elapsed = time.perf_counter_ns() - start
+    # one call's median time: positive and within the probe's own wall, whatever the load
+    assert ns is not None and 0 < ns <= elapsed
     monkeypatch.setenv(timer.CPU_PROBE_ENV, "0")
     assert timer.cpu_probe_ns() is None
 

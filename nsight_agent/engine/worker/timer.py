@@ -226,15 +226,20 @@ CPU_PROBE_ENV = "NSIGHT_AGENT_CPU_PROBE"  # "0": skip it (the tests' stand-in ru
 
 
 def cpu_probe_ns(span_ns: int = CPU_PROBE_SPAN_NS) -> float | None:
-    """How fast this CPU runs now: the mean time (ns) of a softmax over 256x1024 floats,
-    called for ``span_ns``; None when the probe is turned off."""
+    """How fast this CPU runs now: the median time (ns) of one softmax over 256x1024 floats,
+    called for ``span_ns`` after one untimed call; None when the probe is turned off.
+    The untimed call keeps torch's first-call set-up out of it, and the median keeps one
+    descheduled call on a loaded machine from standing for the machine's speed."""
     if not cpu_probe_on():
         return None
-    calls, start = 0, time.perf_counter_ns()
-    while time.perf_counter_ns() - start < span_ns:
-        probe_call_ns()
-        calls += 1
-    return (time.perf_counter_ns() - start) / calls
+    import statistics
+
+    probe_call_ns()
+    calls: list[float] = []
+    start = time.perf_counter_ns()
+    while not calls or time.perf_counter_ns() - start < span_ns:
+        calls.append(probe_call_ns())
+    return float(statistics.median(calls))
 
 
 def cpu_probe_on() -> bool:
