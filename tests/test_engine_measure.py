@@ -16,6 +16,7 @@ import pytest
 
 from nsight_agent.api import analyze
 from nsight_agent.engine.collection import aggregate as aggregation
+from nsight_agent.engine.collection import derived
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.errors import (
     ExtractionError,
@@ -209,7 +210,7 @@ def test_derived_metrics_scalar_tuple_and_dict() -> None:
 
 def test_derive_metric_with_wrong_arity_is_rejected() -> None:
     with pytest.raises(TypeError, match="2 metric value"):
-        extraction.check_derive_signature(lambda t, n: t, 2, 1)
+        derived.check_derive_signature(lambda t, n: t, 2, 1)
 
 
 def test_several_kernels_need_combine_and_sum_when_given() -> None:

@@ -14,7 +14,13 @@ call suspends it until a profiler attaches). Each case below is timed and its ou
   two          two targets at once on two ports
   kill         the launcher killed while its target waits: is the target left behind?
 
+``--scoping`` (issue 37) asks how an attached report can be tied to the job's calls without
+NVTX: the harness's call markers (an empty Triton kernel whose grid names the call, launched
+before and after it) and ``--profile-from-start off`` with cudaProfilerStart/Stop around it,
+at the attach and at the launch. Each case lists every profiled kernel with its grid.
+
     python3 -m bench.probes.prelaunch [--out DIR]     (writes DIR/prelaunch.json)
+    python3 -m bench.probes.prelaunch --scoping [--out DIR]   (DIR/prelaunch_scoping.json)
 """
 
 from __future__ import annotations
@@ -44,11 +50,23 @@ while not os.path.exists(job):
 t_job = time.time()
 x = torch.ones(1 << 22, device="cuda")
 t_cuda = time.time()
+MARK = os.environ.get("PROBE_MARKERS") == "1"
+API = os.environ.get("PROBE_PROFILER_API") == "1"
+if MARK:
+    from nsight_agent.engine.harness import call_markers
 for i in range(3):
     if i == 2:
         r = nvtx.start_range("job", domain="probe")
+        if API:
+            torch.cuda.profiler.start()
+        if MARK:
+            call_markers.launch(7, call_markers.BEGIN)
     y = x * 2.0 + 1.0
     if i == 2:
+        if MARK:
+            call_markers.launch(7, call_markers.END)
+        if API:
+            torch.cuda.profiler.stop()
         torch.cuda.synchronize()
         nvtx.end_range(r)
 torch.cuda.synchronize()
@@ -93,7 +111,11 @@ def _kernels(rep: Path) -> list[str] | str:
                         f"{dom.name()}:{n}"
                         for n in [*dom.start_end_ranges(), *dom.push_pop_ranges()]
                     ]
-            out.append(f"{a.name()} {ranges}")
+            grid = [
+                a[m].value() if m in a.metric_names() else None
+                for m in ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z")
+            ]
+            out.append(f"{a.name()[:60]} grid={grid} {ranges}")
         return out
     except Exception as e:
         return f"unreadable: {e}"
@@ -208,11 +230,57 @@ def filters(root: Path) -> dict[str, Any]:
     return out
 
 
+def scoping(root: Path) -> dict[str, Any]:
+    """Without NVTX in attach mode, what ties kernels to calls? Each case: which kernels the
+    report holds (of 6 elementwise kernels and a fill; the job's last 2 are bracketed)."""
+    metric = ["--metrics", "gpu__time_duration.sum"]
+    off = ["--profile-from-start", "off"]
+    cases: list[tuple[str, dict[str, str], tuple[str, ...], list[str]]] = [
+        ("markers", {"PROBE_MARKERS": "1"}, (), metric),
+        ("api_attach_off", {"PROBE_PROFILER_API": "1"}, (), [*metric, *off]),
+        ("api_launch_off", {"PROBE_PROFILER_API": "1"}, tuple(off), metric),
+        ("markers_api_attach_off", {"PROBE_MARKERS": "1", "PROBE_PROFILER_API": "1"}, (),
+         [*metric, *off]),
+        ("api_without_off", {"PROBE_PROFILER_API": "1"}, (), metric),
+    ]  # fmt: skip
+    out: dict[str, Any] = {}
+    for name, env, launch_args, attach_args in cases:
+        saved = dict(os.environ)
+        os.environ.update(env)
+        try:
+            t = Target(root, name, [], launch_args)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        case: dict[str, Any] = {"ready_s": t.ready(), "env": env, "launch_args": list(launch_args)}
+        if case["ready_s"] is not None:
+            t.give_job()
+            time.sleep(0.2)
+            case.update(attach(root / name, attach_args, []))
+            try:
+                t.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                case["target_alive_after_attach"] = True
+            done = t.work / "done.json"
+            case["done"] = json.loads(done.read_text()) if done.exists() else None
+        case["launch_log"] = t.log()[-400:]
+        t.kill()
+        out[name] = case
+        print(name, json.dumps(case)[:900], flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
     ap.add_argument("--filters-only", action="store_true", help="only the filter cases")
+    ap.add_argument("--scoping", action="store_true", help="only the cases without NVTX")
     args = ap.parse_args()
+    if args.scoping:
+        root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        Path(args.out, "prelaunch_scoping.json").write_text(json.dumps(scoping(root), indent=1))
+        return
     if args.filters_only:
         root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
         Path(args.out).mkdir(parents=True, exist_ok=True)

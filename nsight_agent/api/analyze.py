@@ -25,8 +25,7 @@ from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.results import ProfileResults
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import extract as extraction
-from nsight_agent.engine.collection import measure, ncu
+from nsight_agent.engine.collection import derived, measure, ncu
 from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.engine.thermal import ThermalMode
 from nsight_agent.engine.worker import info, shipping
@@ -123,7 +122,7 @@ def profile(
     """Run ``func`` over ``configs`` under ncu in one child process and read the report."""
     names = param_names(func)
     if s.derive_metric is not None:
-        extraction.check_derive_signature(s.derive_metric, len(s.metrics), len(names))
+        derived.check_derive_signature(s.derive_metric, len(s.metrics), len(names))
     prefix = s.output_prefix
     if prefix is None:
         prefix = tempfile.mkdtemp(prefix="nsight_agent_") + "/"

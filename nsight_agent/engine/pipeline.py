@@ -221,8 +221,9 @@ def profile(
         record.stage("ncu")
         say(0, total, "profiling under ncu")
         poll = _poller(cancel, on_progress, records.RunFiles.in_folder(run_dir).progress, total)
+        expected = preflight_run.expected_kernels(pre)  # what an attached run's markers hold
         collected = ncu_run.collect_harness(
-            request, run_dir, run_id, poll, sorted(pre.dropped), targets
+            request, run_dir, run_id, poll, sorted(pre.dropped), targets, expected
         )
 
         record.stage("extract")
@@ -335,6 +336,7 @@ def _measured_run(
             ignore_kernels=request.ignore_kernels,
             combine=operator.add if request.combine_kernels == "sum" else None,
             droppable=droppable,
+            expected_kernels=preflight_run.expected_kernels(pre),
         )
 
     try:

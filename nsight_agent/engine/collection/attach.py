@@ -5,23 +5,28 @@ the run leaves the same report, log, program output and errors as a cold one.
 ncu 2025.3.1 (measured on the H200): an attach finds a target only once the target is
 suspended at its first CUDA call; before that it fails in about 0.6 s ("No attachable process
 found"), so it is tried again until it connects, the target ends, or the run's time is up.
-Connected, it profiles every kernel (inside the NVTX filter given at the launch) until the
-target exits. A failure of the attach itself, not of the program, the metric names or the
-counters, raises ``AttachFailed``: the caller launches cold and records why. The target is
+Connected, it profiles every kernel until the target exits, and records no NVTX state: the
+harness runs with call markers on (``harness/call_markers.py``), and the report is read by
+them, checked against the pre-flight's kernel counts. A failure of the attach itself, not of the program, the metric names or the
+counters, or a report the markers cannot tie to the calls, raises ``AttachFailed``: the
+caller launches cold and records why. The target is
 single use and killed (its process group) however the run ends.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from nsight_agent.annotation import CALL_DOMAIN, NCU_NVTX_INCLUDE
+from nsight_agent.annotation import NCU_NVTX_INCLUDE
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import extract, gpu_lock, ncu
+from nsight_agent.engine.collection import call_markers, extract, gpu_lock, ncu
+from nsight_agent.engine.harness.call_markers import ENV as MARKERS_ENV
+from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.errors import NcuError
 
 NOT_FOUND = re.compile(r"No attachable process|No processes found")
@@ -35,8 +40,11 @@ class Prelaunched(Protocol):
     @property
     def port(self) -> int: ...
 
-    def hand(self, run_dir: Path, argv: Sequence[str], output: Path) -> None:
-        """Give the target its job: run ``argv`` (harness.py ...) in ``run_dir``."""
+    def hand(
+        self, run_dir: Path, argv: Sequence[str], output: Path, env: dict[str, str] | None = None
+    ) -> None:
+        """Give the target its job: run ``argv`` (harness.py ...) in ``run_dir``, with ``env``
+        added to its environment."""
 
     def ended(self) -> bool:
         """Whether the target (and its launcher) exited."""
@@ -88,17 +96,23 @@ def cold_reason(options: ncu.NcuOptions) -> str | None:
 
 
 def profile_prelaunched(
-    target: Prelaunched, inv: ncu.Invocation, *, argv: Sequence[str], run_dir: Path
+    target: Prelaunched,
+    inv: ncu.Invocation,
+    *,
+    argv: Sequence[str],
+    run_dir: Path,
+    expected: call_markers.KernelCounts | None = None,
 ) -> ncu.NcuRun:
     """``ncu.profile_cold``'s run and checks, through ``target`` running ``argv`` in
-    ``run_dir``: the same report, log, program output and errors. Raises ``AttachFailed``
-    when the attach itself failed."""
+    ``run_dir`` with call markers on: the same report, log, program output and errors.
+    Raises ``AttachFailed`` when the attach itself failed or its report cannot be tied to the
+    harness's calls (``expected``: the pre-flight's kernels per call, by variant and config)."""
     attach_argv = ncu.attach_argv(ncu.find_ncu(), inv.options, target.port, inv.report_base)
     keys = gpu_lock.gpu_keys(process.child_env().get("CUDA_VISIBLE_DEVICES"))
     try:
         with gpu_lock.held(keys, tag=inv.tag or "attach", timeout=inv.timeout, poll=inv.poll):
             start = time.monotonic()
-            target.hand(run_dir, argv, inv.files.program_output)
+            target.hand(run_dir, argv, inv.files.program_output, {MARKERS_ENV: "1"})
             attached = _attach(attach_argv, target, inv, start)
             if attached.returncode == 0:  # else the target may never end: it is killed below
                 _wait_for_end(target, inv, start)
@@ -117,19 +131,30 @@ def profile_prelaunched(
         inv.check(result)
     except NcuError as err:  # ncu's own failure: the program, names and counters were fine
         raise AttachFailed(err.message.splitlines()[0][:200]) from err
-    if returncode == 0 and not _has_call_ranges(inv.files.report):
-        raise AttachFailed("the attached report records no NVTX call ranges", lasting=True)
+    if returncode == 0:
+        readable(inv.files, expected)
     return result
 
 
-def _has_call_ranges(report_path: Path) -> bool:
-    """Whether some action of the report ran inside a harness call range: the extraction maps
-    actions to calls by them, and attach mode cannot be told to record NVTX (--nvtx)."""
+def readable(files: RunFiles, expected: call_markers.KernelCounts | None) -> None:
+    """Raise ``AttachFailed`` unless the attached report can be read into rows: some kernel ran
+    inside a harness call range, or the harness's call markers tie every kernel of the
+    measured calls to its call with the pre-flight's kernel counts (``expected``)."""
     try:
-        actions = extract.iter_actions(extract.load(report_path))
+        records = extract.read_actions(files.report, metrics=[])
+        calls = extract.calls_from_manifest(json.loads(files.manifest.read_text()))
     except Exception:
-        return True
-    return any(CALL_DOMAIN in extract.nvtx_ranges(a) for a in actions)
+        return  # an unreadable report or manifest: the extraction names it, as for a cold run
+    if any(r.call is not None for r in records):
+        return
+    if not call_markers.present(records):
+        raise AttachFailed(
+            "the attached report records no NVTX call ranges and no call markers", lasting=True
+        )
+    try:
+        call_markers.tie(records, calls, expected)
+    except call_markers.MarkerMismatch as err:
+        raise AttachFailed(f"the call markers do not fit: {err}") from err
 
 
 def _attach(

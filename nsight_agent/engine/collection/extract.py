@@ -8,10 +8,8 @@ kernel, or a whole range under range replay) is tied to its annotation and to th
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import socket
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,9 @@ import ncu_report
 import pandas as pd
 
 from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
+from nsight_agent.engine.collection.derived import DeriveMetric, derive
 from nsight_agent.engine.collection.report_file import check_report_file
+from nsight_agent.engine.harness.call_markers import MARKER_KERNEL
 from nsight_agent.errors import (
     ExtractionError,
     KernelCountMismatchError,
@@ -57,6 +57,10 @@ class ActionRecord:
     compute_clock: float
     memory_clock: float
     nvtx: dict[str, list[str]] = field(default_factory=dict)
+    grid: tuple[int, int, int] | None = None  # read for call markers only (call_markers.py)
+
+
+GRID_DIMS = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z")
 
 
 def load(path: str | Path) -> Any:
@@ -164,6 +168,7 @@ def read_actions(
                     _attr(action, "device__attribute_memory_clock_rate", math.nan)
                 ),
                 nvtx=ranges,
+                grid=_grid(action) if action.name() == MARKER_KERNEL else None,
             )
         )
     return records
@@ -171,6 +176,11 @@ def read_actions(
 
 def _attr(action: Any, name: str, default: Any) -> Any:
     return action[name].value() if name in action.metric_names() else default
+
+
+def _grid(action: Any) -> tuple[int, int, int]:
+    x, y, z = (int(_attr(action, m, 0)) for m in GRID_DIMS)  # 0: not in the report
+    return x, y, z
 
 
 def _call_index(names: list[str]) -> int | None:
@@ -317,7 +327,6 @@ def _combine(name: str, kernels: list[ActionRecord], combine: Combine | None) ->
     )
 
 
-DeriveMetric = Callable[..., Any]
 Info = Callable[[int, str], Mapping[str, Any]]  # (call, annotation) -> extra columns
 
 
@@ -360,7 +369,7 @@ def raw_frame(
             if derive_metric is not None and rec is None:
                 failed_derived.append({**common, **params})
             elif derive_metric is not None:
-                for m, v, unit in _derive(derive_metric, values, config):
+                for m, v, unit in derive(derive_metric, values, config):
                     derived.append({**common, "Value": v, "Metric": m, "Unit": unit, **params})
     # A failed run has no values to derive from: NaN rows under the names the others produced.
     names = list(dict.fromkeys(row["Metric"] for row in derived))
@@ -386,35 +395,3 @@ def _units_by_metric(
                 for m in metrics:
                     units.setdefault(m, rec.units.get(m, ""))
     return {m: units.get(m, "") for m in metrics}
-
-
-def check_derive_signature(derive_metric: DeriveMetric, n_metrics: int, n_params: int) -> None:
-    params = inspect.signature(derive_metric).parameters.values()
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return
-    if len(params) != n_metrics + n_params:
-        raise TypeError(
-            f"derive_metric takes {len(params)} arguments but is called with {n_metrics} metric "
-            f"value(s) followed by the {n_params} config parameter(s): "
-            f"define it as f(<one argument per metric>, <one per parameter>)."
-        )
-
-
-def _derive(
-    derive_metric: DeriveMetric, values: list[float], config: tuple[Any, ...]
-) -> list[tuple[str, float, Any]]:
-    name = getattr(derive_metric, "__name__", "derived")
-    result = derive_metric(*values, *config)
-    if isinstance(result, Mapping):
-        return [(str(k), *_value_unit(str(k), v)) for k, v in result.items()]
-    return [(name, *_value_unit(name, result))]
-
-
-def _value_unit(name: str, value: Any) -> tuple[float, Any]:
-    if isinstance(value, tuple) and len(value) >= 2:
-        return _number(value[0]), value[1]
-    warnings.warn(
-        f"Derived metric {name!r} has no unit: return (value, unit) to set one; Unit is NaN.",
-        stacklevel=4,
-    )
-    return _number(value), math.nan

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from nsight_agent.engine.collection import aggregate, extract
-from nsight_agent.errors import ProfiledProcessError
+from nsight_agent.engine.collection import aggregate, call_markers, derived, extract
+from nsight_agent.errors import ExtractionError, ProfiledProcessError
 
 
 @dataclass
@@ -43,19 +43,30 @@ def measure(
     *,
     ignore_kernels: Sequence[str] | None = None,
     combine: extract.Combine | None = None,
-    derive_metric: extract.DeriveMetric | None = None,
+    derive_metric: derived.DeriveMetric | None = None,
     normalize_against: str | None = None,
     suggest: Callable[[str], list[str]] | None = None,
     droppable: dict[str, str] | None = None,
     info: extract.Info | None = None,
     info_scopes: Mapping[str, str] | None = None,
+    expected_kernels: call_markers.KernelCounts | None = None,
 ) -> Measured:
     """Read ``metrics`` of every kernel, tie each to its (config, run), and aggregate.
     ``droppable``: annotations left out (with why) rather than failing the whole report.
     ``info``: extra columns of a (call, annotation) (information collectors), aggregated by
-    ``info_scopes`` (column -> once, config, run or annotation)."""
+    ``info_scopes`` (column -> once, config, run or annotation). A report without NVTX call
+    ranges (an attached run) is read by its call markers, checked against ``expected_kernels``
+    (the pre-flight's count per variant and config)."""
     calls = extract.calls_from_manifest(manifest)
     records = extract.read_actions(report, metrics, suggest=suggest)
+    if call_markers.needed(records):
+        try:
+            records = call_markers.tie(records, calls, expected_kernels)
+        except call_markers.MarkerMismatch as err:
+            raise ExtractionError(
+                f"The report has no NVTX call ranges and its call markers do not fit: {err}.",
+                "Profile again: a cold run (NSIGHT_AGENT_TARGETS=0) records NVTX call ranges.",
+            ) from err
     grouped = extract.group_kernels(records, calls, ignore_kernels, combine, droppable)
     raw = extract.raw_frame(grouped, metrics, configs, params, derive_metric, info, info_scopes)
     processed = aggregate.aggregate(raw, params, normalize_against, info_scopes)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import attach, ncu, preflight_run, work
+from nsight_agent.engine.collection import attach, call_markers, ncu, preflight_run, work
 from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store.records import RunFiles
@@ -40,11 +40,14 @@ def collect_harness(
     poll: Callable[[], None],
     skip: list[str] | None = None,
     targets: TargetSource | None = None,
+    expected: call_markers.KernelCounts | None = None,
 ) -> Collected:
     """The collect stage: the harness under ncu, every call of the run in one process; the report,
     the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
     pre-flight, not run; ``targets``: the GPU slot's pre-launched targets, used when one is
-    ready and the options allow an attach (else, or when the attach fails, a cold launch)."""
+    ready and the options allow an attach (else, or when the attach fails, a cold launch);
+    ``expected``: the pre-flight's kernels per call by variant and config, which an attached
+    run's call markers must bracket."""
     options = ncu.NcuOptions(
         metrics=work.collected_metrics(request),
         sections=request.sections,
@@ -64,7 +67,11 @@ def collect_harness(
         if target is not None:
             try:
                 done = attach.profile_prelaunched(
-                    target, replace(inv, tag=f"{run_id}.attach"), argv=harness, run_dir=run_dir
+                    target,
+                    replace(inv, tag=f"{run_id}.attach"),
+                    argv=harness,
+                    run_dir=run_dir,
+                    expected=expected,
                 )
             except attach.AttachFailed as failed:
                 why = f"attach failed: {failed}"

@@ -84,6 +84,7 @@ def result_from_files(
         seconds=seconds,
         checks=[OutputCheck(**c) for c in manifest.get("checks", [])],
         kernels_per_call=_kernels_per_call(manifest),
+        kernel_counts=kernel_counts(manifest),
         copies_ns=copies_per_config(manifest),
         notes=list(manifest.get("notes", [])),
         warm=warm,
@@ -208,6 +209,24 @@ def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | 
     for c in calls:
         out.setdefault(c["variant"], []).append(list(c["kernels"]))
     return out
+
+
+def kernel_counts(manifest: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """Per variant and config, the number of kernels each measured call launched, where every
+    run of that config launched the same number (counted only on a GPU)."""
+    seen: dict[str, dict[int, set[int]]] = {}
+    for c in manifest.get("calls", []):
+        if c.get("kernels") is not None:
+            seen.setdefault(c["variant"], {}).setdefault(c["config"], set()).add(len(c["kernels"]))
+    return {
+        v: {cfg: next(iter(n)) for cfg, n in by_config.items() if len(n) == 1}
+        for v, by_config in seen.items()
+    }
+
+
+def expected_kernels(pre: PreflightResult) -> dict[tuple[str, int], int]:
+    """``kernel_counts`` by (variant, config index): what call markers must bracket."""
+    return {(v, cfg): n for v, by in pre.kernel_counts.items() for cfg, n in by.items()}
 
 
 def copies_per_config(manifest: dict[str, Any]) -> dict[str, dict[int, float]]:

@@ -74,6 +74,9 @@ class PreflightResult(BaseModel):
     seconds: float
     checks: list[OutputCheck] = []
     kernels_per_call: dict[str, list[list[str]]] | None = None  # variant -> one list per call
+    # variant -> config index -> kernels in each measured call, where its runs agreed: what an
+    # attached run's call markers must bracket (collection/call_markers.py); GPU only
+    kernel_counts: dict[str, dict[int, int]] = {}
     # variant -> config index -> median GPU time (ns) of a call's copies and memsets, where
     # there were any: work ncu does not profile (CUPTI, measured calls of the pre-flight)
     copies_ns: dict[str, dict[int, float]] = {}

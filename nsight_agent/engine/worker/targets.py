@@ -157,8 +157,10 @@ class Target:
 
     # --- attach.Prelaunched --------------------------------------------------------------
 
-    def hand(self, run_dir: Path, argv: Sequence[str], output: Path) -> None:
-        job = target_program.TargetJob(str(run_dir), list(argv), str(output))
+    def hand(
+        self, run_dir: Path, argv: Sequence[str], output: Path, env: dict[str, str] | None = None
+    ) -> None:
+        job = target_program.TargetJob(str(run_dir), list(argv), str(output), dict(env or {}))
         target_program.write_job(self.folder, job)
 
     def ended(self) -> bool:
