@@ -1,13 +1,15 @@
-"""What the diagnosis's second pass costs, beside ncu's own ``full`` set, on a GPU with ncu.
+"""What the diagnosis's passes cost, beside ncu's own ``full`` set, on a GPU with ncu.
 
-``diagnose`` profiles twice: a cheap first pass, then only the sections that diagnosis asks
-for. For a compute-bound kernel under no FLOP roof it adds ComputeWorkloadAnalysis (the SM
+``diagnose`` from source profiles once with every section its checks read (``one``); it used
+to profile twice (``staged=True`` still does): a cheap first pass, then only the sections that
+diagnosis asks for. For a compute-bound kernel under no FLOP roof it adds ComputeWorkloadAnalysis (the SM
 pipes' issue rates, ``pipe_at_roof``) on top of the usual four. This measures, per probe kernel
 (``bench/probes/ncu_passthrough.py``), the wall time of one ``profile`` call with:
 
 - ``first``: the first pass's sections;
 - ``second``: the second pass as ``diagnose`` asks for it now;
 - ``second_no_cwa``: the same without ComputeWorkloadAnalysis (what it cost to add);
+- ``one``: the one run ``diagnose`` makes now (is its headline the staged second pass's?);
 - ``peer_full``: every section of ncu's ``full`` set, which a user without the tool runs.
 
 Each is timed ``--reps`` times (median kept; each call also prints its time as it ends); the
@@ -29,7 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.diagnose.kernel import COMPUTE_SECTION
-from nsight_agent.service.diagnose import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, deeper_sections
+from nsight_agent.service.diagnose import (
+    FIRST_PASS_METRICS,
+    FIRST_PASS_SECTIONS,
+    ONE_PASS_SECTIONS,
+    deeper_sections,
+)
 from nsight_agent.service.measure import Measuring, RunResult
 from nsight_agent.service.profile import profile
 from nsight_agent.service.runs import report_of
@@ -104,9 +111,15 @@ def measure(entry: str, reps: int) -> dict[str, Any]:
         without = [s for s in second_sections if s != COMPUTE_SECTION]
         row["second_no_cwa_s"] = round(_timed(runs, entry, without, reps)[0], 2)
         row["cwa_added_pct"] = round(100.0 * (second / row["second_no_cwa_s"] - 1.0), 1)
+    one, one_run = _timed(runs, entry, ONE_PASS_SECTIONS, reps)
+    row["one_s"] = round(one, 2)
+    row["headline_one"] = diagnose_report(report_of(one_run)).kernels[0].diagnosis.headline
+    row["same_headline"] = row["headline_one"] == row["headline_second"]
+    row["staged_over_one"] = round((first + second) / one, 2)
     peer, _ = _timed(runs, entry, FULL_SET, reps)
     row["peer_full_s"] = round(peer, 2)
     row["both_passes_over_full"] = round((first + second) / peer, 2)
+    row["one_over_full"] = round(one / peer, 2)
     return row
 
 

@@ -212,11 +212,11 @@ async def test_timing_calls_run_on_the_pools_warm_hosts(cluster: None, tmp_path:
     assert where[0]["gpu"] in {"0", "1"} and where[0]["pid"] == where[1]["pid"], where
 
 
-async def test_diagnose_from_source_runs_both_passes_on_the_pools_hosts(
+async def test_diagnose_from_source_runs_its_passes_on_the_pools_hosts(
     cluster: None, tmp_path: Path
 ) -> None:
     """diagnose_kernel from source measures through the server's executor: its timing call
-    and both ncu passes are jobs of the Ray pool, and each run folder lands in the store with
+    and its ncu run are jobs of the Ray pool, and each run folder lands in the store with
     the GPU host that ran it (the tool once ran its ncu passes here, around the executor)."""
     # The recorded report's range is the probe's entry, run_sfu; here it runs the same code.
     args = _args(f"{WRITES_REPORT}\nrun_sfu = lambda x: x * 2")
@@ -226,8 +226,8 @@ async def test_diagnose_from_source_runs_both_passes_on_the_pools_hosts(
         result = await client.call_tool("diagnose_kernel", args)
     assert not result.is_error, _text(result)
     passes = (result.structured_content or {})["passes"]
-    assert len(passes) == 3 and passes[0].startswith("timing (run "), passes
-    assert passes[1].startswith("pass 1 (run ") and passes[2].startswith("pass 2 (run "), passes
+    assert len(passes) == 2 and passes[0].startswith("timing (run "), passes
+    assert passes[1].startswith("one pass (run "), passes
     for line in passes:
         run_id = line.split("(run ", 1)[1].split(")", 1)[0]
         where = json.loads((tmp_path / run_id / "where.json").read_text())

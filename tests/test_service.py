@@ -1,6 +1,8 @@
 """The use-case layer: every pass of diagnose_kernel from source goes through the executor in
 use (the defect of issue 35: its two ncu passes once bypassed it), a failed timing pass is said,
-not swallowed, and a cancel is not taken for a reason to go on.
+not swallowed, and a cancel is not taken for a reason to go on. From source the diagnosis is
+one ncu run with every section its checks read (issue 37); the staged two passes stay for the
+bench that compares them.
 
 A stand-in executor records each job and answers with a run whose report is a planted kernel
 recorded on the H200 (``tiny_launch_triton``: its first-pass diagnosis asks for a second pass).
@@ -15,6 +17,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from nsight_agent.diagnose import kernel
 from nsight_agent.engine.executors.base import Executor, JobHandle
 from nsight_agent.engine.pipeline import Job, Progress
 from nsight_agent.engine.store.runs import RunResult
@@ -77,25 +80,39 @@ class StandInExecutor(Executor):
         return handle
 
 
-def test_both_passes_and_the_timing_call_go_through_the_executor(tmp_path: Path) -> None:
+def test_the_one_run_and_the_timing_call_go_through_the_executor(tmp_path: Path) -> None:
     executor = StandInExecutor(tmp_path)
     where = Measuring(runs_root=tmp_path, executor=executor)
     d = diagnose.diagnose_source(FIELDS, where, time_step=True)
     modes = [job.mode for job in executor.jobs]
-    assert modes == ["timing", "profile", "profile"], modes
-    first, second = (job.request.sections for job in executor.jobs[1:])
+    assert modes == ["timing", "profile"], modes
+    sections = executor.jobs[1].request.sections
+    assert sections == diagnose.ONE_PASS_SECTIONS
+    # every section a first pass could ask a deeper one for is in the one run
+    assert set(kernel.DEEPER) <= set(sections) and "InstructionStats" in sections
+    assert d.run_id == "run-2"
+    assert d.passes is not None and len(d.passes) == 2, d.passes
+    assert d.passes[0].startswith("timing (run run-1)")
+    assert d.passes[1].startswith("one pass (run run-2): SpeedOfLight, ")
+
+
+def test_staged_both_passes_go_through_the_executor(tmp_path: Path) -> None:
+    executor = StandInExecutor(tmp_path)
+    where = Measuring(runs_root=tmp_path, executor=executor)
+    d = diagnose.diagnose_source(FIELDS, where, staged=True)
+    assert [job.mode for job in executor.jobs] == ["profile", "profile"]
+    first, second = (job.request.sections for job in executor.jobs)
     assert first == diagnose.FIRST_PASS_SECTIONS
     assert second[: len(first)] == first and "InstructionStats" in second[len(first) :]
-    assert d.run_id == "run-3"
-    assert d.passes is not None and len(d.passes) == 3, d.passes
-    assert d.passes[0].startswith("timing (run run-1)") and "pass 2 (run run-3)" in d.passes[2]
+    assert d.run_id == "run-2" and d.passes is not None and len(d.passes) == 2, d.passes
+    assert d.passes[0].startswith("pass 1 (run run-1)") and "pass 2 (run run-2)" in d.passes[1]
 
 
 def test_a_timing_pass_that_cannot_run_is_said_and_the_diagnosis_goes_on(tmp_path: Path) -> None:
     failed = NsightAgentError("no GPU for the timing path", "use a GPU")
     executor = StandInExecutor(tmp_path, fail_timing=failed)
     d = diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
-    assert [job.mode for job in executor.jobs] == ["timing", "profile", "profile"]
+    assert [job.mode for job in executor.jobs] == ["timing", "profile"]
     assert d.passes is not None
     assert d.passes[0] == "step wall time not measured (timing path: no GPU for the timing path)"
 
@@ -117,3 +134,4 @@ def test_without_time_step_only_the_ncu_passes_run(tmp_path: Path) -> None:
     executor = StandInExecutor(tmp_path)
     diagnose.diagnose_source(FIELDS, Measuring(executor=executor), deep=False)
     assert [job.mode for job in executor.jobs] == ["profile"]
+    assert executor.jobs[0].request.sections == diagnose.FIRST_PASS_SECTIONS

@@ -119,7 +119,11 @@ COMMANDS = [
             LANGUAGE,
             opt("--entry", default="run", help="function that launches the kernel"),
             opt("--timeout", type=int, default=900, help="seconds"),
-            opt("--no-deep", action="store_true", help="first pass only (one ncu run)"),
+            opt(
+                "--no-deep",
+                action="store_true",
+                help="the cheap sections only (bound, launch, occupancy, roofline)",
+            ),
             opt("--ideal-bytes", type=float, help="bytes one kernel must move"),
             opt("--input-dtype", action="append", help="e.g. bfloat16 (repeatable)"),
             OFFSET,

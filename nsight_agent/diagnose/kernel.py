@@ -77,6 +77,8 @@ DEEPER_ORDER = (
     "Occupancy",
     dm.LAUNCH_SECTION,
 )
+# Every section a diagnosis may ask a deeper pass for (``_sections``): what one run collects.
+DEEPER = (*DEEPER_ORDER, COMPUTE_SECTION)
 
 
 class KernelDiagnosis(BaseModel):

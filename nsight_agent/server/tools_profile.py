@@ -241,7 +241,7 @@ async def diagnose_kernel(
     options: OptionsArg = None,
 ) -> Annotated[CallToolResult, ReportDiagnosis]:
     """Why a kernel is slow: the bound and causes ranked by estimated gain, each with evidence,
-    what to try, hot source lines, a skill. From source (staged), a run_id or any .ncu-rep."""
+    what to try, hot source lines, a skill. From source (one ncu run), a run_id or any .ncu-rep."""
     with tool_errors():
         hints: dict[str, Any] = {"ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes}
         if report_path is not None:

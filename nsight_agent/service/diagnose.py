@@ -1,10 +1,14 @@
-"""The diagnose use case: a report, an earlier run, or source profiled in stages.
+"""The diagnose use case: a report, an earlier run, or source profiled.
 
-From source: a first ncu pass with the cheap sections, torch operator ranges and a few
-counters (DRAM bytes, tensor precision), diagnosed; then, when the diagnosis asks for it, a
-second pass with only the sections it names. With ``time_step``, one call is first timed on
-the timing path (the host-gap finding). Every pass goes through ``measure``, so the executor
-in use (the server's GPU slots, a Ray pool) runs them all.
+From source: one ncu run with every section the checks read (every one a diagnosis could ask
+a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor precision),
+diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200 (docs/BENCHMARKS.md, "What the deeper pass costs"), the two passes
+cost 1.5-1.9x one run of ncu's full set, as each pays ncu's start-up and the second replays
+every kernel again with the first's sections too. ``deep=False`` runs the cheap sections
+alone; ``staged=True`` the two passes (for the bench that compares them). With
+``time_step``, one call is first timed on the timing path (the host-gap finding). Every pass
+goes through ``measure``, so the executor in use (the server's GPU slots, a Ray pool) runs
+them all.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.diagnose.bound import TENSOR_MIX
+from nsight_agent.diagnose.kernel import DEEPER
 from nsight_agent.diagnose.owner import user_kernel_names
 from nsight_agent.errors import NsightAgentError, RunCancelledError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
@@ -22,8 +27,10 @@ from nsight_agent.service.profile import build_request
 from nsight_agent.service.runs import load_run, report_of
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
-# The cheap first pass: bound, launch shape, occupancy and the fp32/fp64 roofline.
+# The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
 FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
+# One run: the cheap sections and every one a diagnosis may ask a deeper pass for.
+ONE_PASS_SECTIONS = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS)]
 
 # Cheap counters beside the first pass: DRAM bytes (the fusion finding) and the tensor op
 # counts by source precision (the precision label of a tensor-core kernel).
@@ -71,18 +78,21 @@ def diagnose_source(
     where: Measuring,
     *,
     deep: bool = True,
+    staged: bool = False,
     limit: int = 3,
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
     time_step: bool = False,
 ) -> ReportDiagnosis:
-    """Profile the source once with the first-pass sections (one run per config), diagnose,
-    then, when ``deep``, profile again with only the sections that diagnosis asks for.
-    Torch operator ranges are recorded so a step's kernels group by operator."""
+    """Profile the source once with every section the checks read (one run per config) and
+    diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
+    a second run with the ones their diagnosis asks for. Torch operator ranges are recorded
+    so a step's kernels group by operator."""
+    sections = ONE_PASS_SECTIONS if deep and not staged else FIRST_PASS_SECTIONS
     first = build_request(
         **fields,
         metrics=FIRST_PASS_METRICS,
-        sections=FIRST_PASS_SECTIONS,
+        sections=sections,
         runs=1,
         warmup=1,
         torch_ranges=True,
@@ -95,10 +105,11 @@ def diagnose_source(
     }  # fmt: skip
     run = measure(first, "ncu", where)
     d = diagnose_report(report_of(run), **hints)
-    passes = [f"pass 1 (run {run.run_id}): {', '.join(FIRST_PASS_SECTIONS)}"]
-    extra = deeper_sections(d) if deep else []
+    label = "one pass" if sections is ONE_PASS_SECTIONS else "pass 1"
+    passes = [f"{label} (run {run.run_id}): {', '.join(sections)}"]
+    extra = deeper_sections(d) if deep and staged else []
     if extra:
-        second = first.model_copy(update={"sections": [*FIRST_PASS_SECTIONS, *extra]})
+        second = first.model_copy(update={"sections": [*sections, *extra]})
         run = measure(second, "ncu", where)
         d = diagnose_report(report_of(run), **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")

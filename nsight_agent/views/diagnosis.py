@@ -53,7 +53,7 @@ class ReportDiagnosis(BaseModel):
     kernels: list[DiagnosedKernel] = Field(description="Diagnosed in full, most time first")
     others: list[KernelShare] | None = Field(default=None, description="One line each")
     passes: list[str] | None = Field(
-        default=None, description="What each collection pass gathered (staged diagnosis)"
+        default=None, description="What each collection run gathered, and from which run"
     )
     page: Page
     vocabulary: str = Field(
