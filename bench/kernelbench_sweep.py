@@ -5,8 +5,9 @@ copied into this one. Four phases, each usable alone (``--phase``, repeatable):
 - timing: every problem of ``--levels`` through ``profile_kernel`` on the timing path, one
   call per problem (the problem as it is: language and configs left out); the levels are
   taken in turn (1, 2, 3, 1, ...), problems in id order within each;
-- diagnose: a seeded sample of level 1-2 problems through ``diagnose_kernel`` (one ncu pass;
-  ``--deep`` adds the second); per problem the first kernel's headline and the kernels of
+- diagnose: a seeded sample of level 1-2 problems through ``diagnose_kernel`` (one ncu run of
+  the cheap sections; ``--deep``: of every section the checks read, as the tool runs it); per
+  problem the first kernel's headline and the kernels of
   >= 5 % of the step whose diagnosis names no cause;
 - steps: a seeded sample of level 3 models through the same diagnosis, read as a step;
 - compile: a seeded sample of level 1-2 problems with ``torch.compile(Model)`` as the
@@ -859,7 +860,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.1,
         help="KernelBench's timing counts as honest when both its times are at least this",
     )
-    ap.add_argument("--deep", action="store_true", help="diagnose: the second ncu pass too")
+    ap.add_argument("--deep", action="store_true", help="diagnose: every section the checks read")
     ap.add_argument("--runs-root", type=Path, help="default: a new folder under /tmp")
     ap.add_argument("--merge", nargs="+", type=Path, help="combine these JSON files, run nothing")
     ap.add_argument("--peer-one", help=argparse.SUPPRESS)  # the peer's subprocess

@@ -205,6 +205,17 @@ def test_the_harness_brackets_a_call_only_on_a_gpu_with_markers_on(
         raise RuntimeError("the entry raised")
     assert launched == [(5, BEGIN), (5, 0), (5, END)]
 
+    def broken(call: int, tag: int) -> None:  # the call broke the CUDA context
+        if tag == END:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        launched.append((call, tag))
+
+    with (
+        pytest.raises(ValueError, match="the entry's own error"),
+        harness_markers.around(6, "cuda", broken),
+    ):
+        raise ValueError("the entry's own error")
+
 
 def test_the_marker_kernel_is_a_real_triton_kernel_that_launches() -> None:
     """Under Triton's interpreter (no GPU here), the marker compiles and runs for any call."""

@@ -14,6 +14,7 @@ pre-flight (which counts each call's kernels with CUPTI) launch none.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -54,12 +55,16 @@ def launch(call: int, tag: int) -> None:
 @contextmanager
 def around(call: int, device: str, launcher: Callable[[int, int], None] = launch) -> Iterator[None]:
     """Bracket one measured call with its two markers when markers are on and the run is on a
-    GPU; the END marker is launched even when the call raised (the run stays readable)."""
+    GPU. The END marker is launched after a call that raised too (the run stays readable),
+    but a launch that fails then (a context the call broke) does not hide the call's error."""
     if not (on() and device.startswith("cuda")):
         yield
         return
     launcher(call, BEGIN)
     try:
         yield
-    finally:
-        launcher(call, END)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            launcher(call, END)
+        raise
+    launcher(call, END)
