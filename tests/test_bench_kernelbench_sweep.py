@@ -151,4 +151,4 @@ def test_a_limit_cut_by_the_budget_is_named_in_the_cause(
     assert sweep.main([*argv, "--runs-root", str(tmp_path / "runs")]) == 0
     (row,) = read(out)["rows"]
     assert row["status"] == "failed" and row["cause"].startswith("budget-limited: "), row
-    assert row["seconds"] < 15
+    assert row["seconds"] < 20  # not the 20 s sleep: the cut limit ended it
