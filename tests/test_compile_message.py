@@ -27,3 +27,24 @@ def test_the_compiler_s_error_lines_are_kept_and_ninja_s_commands_dropped() -> N
 
 def test_without_error_lines_the_last_lines_stand() -> None:
     assert compile_message("a\nb\n\nc\n", most=2) == "b | c"
+
+
+# A build that failed before any compiler ran (no CUDA toolkit), as the child's log holds it.
+NO_TOOLKIT = """Traceback (most recent call last):
+  File "variant_1.py", line 27, in <module>
+    matmul_module = load_inline(
+  File "cpp_extension.py", line 2345, in _join_cuda_home
+    raise OSError('CUDA_HOME environment variable is not set. '
+OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.
+  File "runtime.py", line 140, in load_user_module
+    raise SourceError(
+nsight_agent.engine.harness.errors.SourceError: import
+"""
+
+
+def test_a_failure_before_the_compiler_is_told_by_its_error_not_by_our_frames() -> None:
+    message = compile_message(NO_TOOLKIT)
+    assert message == (
+        "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA "
+        "install root."
+    ), message

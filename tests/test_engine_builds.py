@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.harness import ext_builds
@@ -193,3 +194,48 @@ def test_only_sources_that_build_extensions_get_a_folder(tmp_path: Path) -> None
     a, b = "load_inline(name='k', cpp_sources=['1'])", "load_inline(name='k', cpp_sources=['2'])"
     assert ext_builds.folder_for(tmp_path, a) != ext_builds.folder_for(tmp_path, b)
     assert ext_builds.folder_for(tmp_path, a) == ext_builds.folder_for(tmp_path, a)
+
+
+CUDA_CANDIDATE = """
+import torch
+from torch.utils.cpp_extension import load_inline
+ext = load_inline(
+    name="fast_matmul",
+    cpp_sources="torch::Tensor twice(torch::Tensor x);",
+    cuda_sources="torch::Tensor twice(torch::Tensor x) { return x * 2; }",
+    functions=["twice"],
+)
+def setup(n, device="cpu"):
+    return torch.ones(n, device=device)
+def run(x):
+    return ext.twice(x)
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a GPU can build it")
+def test_a_cuda_candidate_on_a_machine_without_a_gpu_is_refused_before_any_build(
+    root: Path, pool: WorkerPool
+) -> None:
+    """No compiler runs for a CUDA extension this machine could never run: the candidate is an
+    error row saying what is missing and where to run it, the baseline is measured, and no
+    child build was started for it (its folder has no build log)."""
+    assert ext_builds.cuda_build_impossible(CUDA_CANDIDATE) is not None
+    assert ext_builds.cuda_build_impossible(CANDIDATE.format(tag=2, scale=1)) is None  # C++
+    req = ProfileRequest.model_validate(
+        {
+            **request().model_dump(),
+            "source": CANDIDATE.format(tag=5, scale=2.5),
+            "variants": [
+                {"name": "mine", "entry": "run"},
+                {"name": "cuda", "entry": "run", "source": CUDA_CANDIDATE},
+            ],
+        }
+    )
+    run = pipeline.time_request(req, pool, runs_root=root)
+    message = run.dropped["cuda"].message
+    assert run.dropped["cuda"].verdict == "error", run.dropped
+    assert "cannot be built here: it builds a CUDA extension" in message, message
+    assert "no NVIDIA GPU" in message and "run it on a machine with an NVIDIA GPU" in message
+    assert [c.ok for c in run.checks if c.variant == "mine"] == [True]
+    cuda_folder = ext_builds.folder_for(root / pipeline.CUDA_CACHE, CUDA_CANDIDATE)
+    assert not Path(f"{cuda_folder}.log").exists()

@@ -327,7 +327,8 @@ def build(handlers: dict[str, Any]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nsight-agent",
         description="Nsight Compute profiling for kernel engineers and their coding agents. "
-        "Exit codes: 0 ok, 1 failure, 2 usage error.",
+        "Exit codes: 0 ok, 1 failure (for check: a regression), 2 usage error, 3 not "
+        "comparable (check, diff).",
     )
     parser.add_argument("--version", action="version", version=f"nsight-agent {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

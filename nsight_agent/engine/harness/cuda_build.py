@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 import sysconfig
 import time
 from collections.abc import Sequence
@@ -109,14 +107,7 @@ def build(
     return module, info
 
 
-def find_nvcc() -> str | None:
-    """nvcc from $CUDA_HOME, PATH, or /usr/local/cuda."""
-    candidates = [
-        os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"),
-        shutil.which("nvcc") or "",
-        "/usr/local/cuda/bin/nvcc",
-    ]
-    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+find_nvcc = ext_builds.find_nvcc
 
 
 def check_compile(

@@ -21,6 +21,8 @@ import fcntl
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -41,6 +43,43 @@ class BuildLockTimeout(TimeoutError):
 def builds_extensions(source: str) -> bool:
     """Whether a Python source may build a torch extension when imported."""
     return "cpp_extension" in source or "load_inline" in source
+
+
+# CUDA code in a build: load_inline's cuda_sources, a .cu file given to load, a CUDAExtension.
+_CUDA_BUILD = re.compile(r"cuda_sources\s*=|\.cu['\"]|CUDAExtension")
+
+
+def find_nvcc() -> str | None:
+    """nvcc from $CUDA_HOME, PATH, or /usr/local/cuda."""
+    candidates = [
+        os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"),
+        shutil.which("nvcc") or "",
+        "/usr/local/cuda/bin/nvcc",
+    ]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def cuda_build_impossible(source: str) -> str | None:
+    """Why a source's CUDA extension cannot be built and run on this machine (no GPU, no
+    CUDA toolkit), said before any compiler runs; None when it can, or builds no CUDA."""
+    if not builds_extensions(source) or not _CUDA_BUILD.search(source):
+        return None
+    import torch
+
+    missing = []
+    if not torch.cuda.is_available():
+        cpu_build = " (torch here is a CPU build)" if torch.version.cuda is None else ""
+        missing.append(f"no NVIDIA GPU{cpu_build}")
+    if find_nvcc() is None:
+        missing.append(
+            "no CUDA toolkit (nvcc is not in $CUDA_HOME/bin, on PATH or in /usr/local/cuda/bin)"
+        )
+    if not missing:
+        return None
+    return (
+        f"it builds a CUDA extension (torch.utils.cpp_extension), and this machine has "
+        f"{' and '.join(missing)}: run it on a machine with an NVIDIA GPU and the CUDA toolkit"
+    )
 
 
 def folder_for(cache_root: Path, source: str) -> Path:
@@ -214,7 +253,9 @@ class Builds:
         for module, path in sources:
             text = Path(path).read_text(errors="replace")
             folder = folder_for(self.root, text)
-            if builds_extensions(text) and not (folder / MARKER).is_file():
+            # A CUDA build this machine cannot make is left to its import, which says why.
+            built = (folder / MARKER).is_file()
+            if builds_extensions(text) and not built and cuda_build_impossible(text) is None:
                 todo.setdefault(str(folder), (module, Path(path)))
         if len(todo) < 2:
             return
@@ -261,6 +302,9 @@ class Builds:
         if self.root is None or not builds_extensions(source):
             yield
             return
+        impossible = cuda_build_impossible(source)
+        if impossible is not None:
+            raise RuntimeError(f"the torch extension cannot be built here: {impossible}")
         failed = self.failed.get(str(folder_for(self.root, source)))
         if failed is not None:  # its child's build failed: not compiled a second time
             raise RuntimeError(f"the torch extension did not compile: {failed}")
@@ -289,6 +333,8 @@ def compile_message(output: str, most: int = 6) -> str:
     """The compiler's own error lines from a failed build's output (torch puts the ninja
     command lines first, which would fill any short message), else its last lines."""
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith(("[", "FAILED"))]
+    # Not the compiler: ninja's commands, traceback source lines, this harness's own frames.
+    noise = ("[", "FAILED", "raise ", "nsight_agent.")
+    errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith(noise)]
     picked = [e for e in errors if BUILD_ERROR not in e and "Traceback" not in e][:most]
     return " | ".join(picked or lines[-most:])[:1500]
