@@ -50,9 +50,14 @@ _CUDA_BUILD = re.compile(r"cuda_sources\s*=|\.cu['\"]|CUDAExtension")
 
 
 def find_nvcc() -> str | None:
-    """nvcc from $CUDA_HOME, PATH, or /usr/local/cuda."""
+    """nvcc where torch's extension builder looks: $CUDA_HOME, $CUDA_PATH, PATH,
+    /usr/local/cuda."""
     candidates = [
-        os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"),
+        *(
+            os.path.join(os.environ[v], "bin", "nvcc")
+            for v in ("CUDA_HOME", "CUDA_PATH")
+            if os.environ.get(v)
+        ),
         shutil.which("nvcc") or "",
         "/usr/local/cuda/bin/nvcc",
     ]
