@@ -20,6 +20,7 @@ import nsight_agent as nsight
 from nsight_agent.annotation import CALL_STATE
 from nsight_agent.api import analyze
 from nsight_agent.engine.collection import aggregate as aggregation
+from nsight_agent.engine.collection import extract
 from nsight_agent.engine.worker.info import Collected, Collectors, bind_args
 from nsight_agent.errors import InvalidRequestError, UnknownMetricError
 from nsight_agent.experimental import CollectionScope, InfoCollector, collect
@@ -142,7 +143,7 @@ def test_every_scope_is_collected_where_nsight_python_collects_it(
 
     raw = results.raw_dataframe()
     names = ["driver", "elements", "run_counter", "label", "name_length", "broken", "a_lock"]
-    assert list(raw.columns) == [*analyze.extraction.RAW_COLUMNS, *names, "n"]
+    assert list(raw.columns) == [*extract.RAW_COLUMNS, *names, "n"]
     first = raw[(raw.Annotation == "triton_scale") & (raw.n == 65536)]
     assert first.label.tolist() == ["triton_scale@65536"] * 3
     assert first.run_counter.tolist() == [4, 5, 6]
