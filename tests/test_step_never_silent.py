@@ -12,7 +12,7 @@ import pytest
 
 from nsight_agent.cli import main
 from nsight_agent.diagnose.owner import Owner, owner_of
-from nsight_agent.views.diagnosis import diagnose_report
+from nsight_agent.views.diagnosis import diagnose_report, pointed
 from nsight_agent.views.text import render_diagnosis
 from tests.test_step_view import IDS, report
 
@@ -86,3 +86,29 @@ def test_a_single_group_has_no_step_summary() -> None:
     d = diagnose_report(report("chain"), limit=1)
     d.step = d.step.model_copy(update={"groups": d.step.groups[:1]}) if d.step else None
     assert not render_diagnosis(d).splitlines()[1].startswith("step: ")
+
+
+PLANTED = Path(__file__).parent / "fixtures" / "planted"
+
+
+def test_a_rule_our_checks_measured_and_declined_is_never_the_pointer() -> None:
+    """The logistic-map kernel (planted, H200): ncu's "Tail Effect (25%)" stays in
+    ``unmapped`` although our tail check read the waves and declined it. Were this kernel a
+    silent one of a step, that rule is not offered as its strongest; with nothing else to
+    say, the answer names the rule as checked and declined (the chain step's view has no
+    cause covering it)."""
+    (k,) = diagnose_report(PLANTED / "logistic_map_cuda.ncu-rep").kernels
+    d = k.diagnosis.model_copy()
+    assert d.unmapped == ["LaunchConfiguration: Tail Effect (25%)"]
+    assert d.declined_rules() >= {"LaunchConfiguration"}
+    step = diagnose_report(report("chain")).step
+    assert step is not None
+    d.headline, d.deeper = "compute-bound: " + SILENT + " in the metrics collected", None
+    said = pointed(d, d.kernel, None, step)
+    assert (
+        said
+        == "compute-bound: no cause of its own; ncu's LaunchConfiguration checked here and declined"
+    )
+    d.unmapped = [*d.unmapped, "IssueSlotUtilization: Issue Slot Utilization (12%)"]
+    said = pointed(d, d.kernel, None, step)
+    assert said.endswith("ncu's strongest rule: IssueSlotUtilization: Issue Slot Utilization (12%)")

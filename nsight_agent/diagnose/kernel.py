@@ -18,7 +18,7 @@ The answer for one kernel stays under 2 KB of JSON (``model_dump_json(exclude_no
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from nsight_agent.diagnose import checks as ck
 from nsight_agent.diagnose import checks_compute as cc
@@ -101,6 +101,12 @@ class KernelDiagnosis(BaseModel):
         default=None,
         description="Hottest source lines for the top cause (SourceCounters); SASS if no line",
     )
+    # ncu rules standing only for causes our checks measured and declined: still listed in
+    # ``unmapped`` (ncu said them), never offered as the pointer of a silent kernel.
+    _declined_rules: frozenset[str] = PrivateAttr(default=frozenset())
+
+    def declined_rules(self) -> frozenset[str]:
+        return self._declined_rules
 
 
 def _fold(causes: list[Cause]) -> list[Cause]:
@@ -345,6 +351,9 @@ def diagnose_action(
         deeper=deeper or None,
         unmapped=unmapped or None,
         where=hot_lines(action, causes[0].id) if causes else None,
+    )
+    diagnosis._declined_rules = frozenset(
+        f.rule_id for f in found if set(ck.causes_of(f) or ("-",)) <= checked.declined
     )
     if diagnosis.where is not None or hot_lines(action, None, top=1) is not None:
         # Source-level data is there (the per-instruction counters prove it).

@@ -166,7 +166,8 @@ SILENT = "no cause found"
 def pointed(d: KernelDiagnosis, name: str, op: str | None, step: StepView) -> str:
     """The headline of a kernel of >= 5 % of the step whose own diagnosis found no cause: the
     step cause that covers it (an unfused chain, a launch-bound step), else ncu's strongest
-    rule for it, else what a deeper pass would add; never "no cause found" alone."""
+    rule for it that our checks did not measure and decline, else what a deeper pass would
+    add, else that ncu's rules were checked and declined; never "no cause found" alone."""
     if SILENT not in d.headline:
         return d.headline
     bound = d.headline.split(":")[0]
@@ -174,11 +175,15 @@ def pointed(d: KernelDiagnosis, name: str, op: str | None, step: StepView) -> st
     cause = next((c for c in step.causes or [] if c.covers(name, group)), None)
     if cause is not None:
         return f"{bound}: part of the step's {cause.id}: {cause.actions[0]}"
-    if d.unmapped:
-        strongest = max(d.unmapped, key=_gain)
+    said = [u for u in d.unmapped or [] if u.split(":")[0] not in d.declined_rules()]
+    if said:
+        strongest = max(said, key=_gain)
         return f"{bound}: no cause of its own; ncu's strongest rule: {strongest}"
     if d.deeper:
         return f"{bound}: no cause in this pass; a deeper pass would add {', '.join(d.deeper)}"
+    if d.unmapped:  # every rule ncu raised stands for a cause our checks measured and declined
+        rules = ", ".join(u.split(":")[0] for u in d.unmapped)
+        return f"{bound}: no cause of its own; ncu's {rules} checked here and declined"
     return d.headline
 
 
