@@ -19,8 +19,13 @@ NVTX: the harness's call markers (an empty Triton kernel whose grid names the ca
 before and after it) and ``--profile-from-start off`` with cudaProfilerStart/Stop around it,
 at the attach and at the launch. Each case lists every profiled kernel with its grid.
 
+``--imports`` asks which import makes a CUDA call before a target is ready (seen on the H200
+with the pool's own targets, not with this probe's): one target per step of what
+``worker/target.warm_imports`` imports, each reporting whether it got ready or ncu held it.
+
     python3 -m bench.probes.prelaunch [--out DIR]     (writes DIR/prelaunch.json)
     python3 -m bench.probes.prelaunch --scoping [--out DIR]   (DIR/prelaunch_scoping.json)
+    python3 -m bench.probes.prelaunch --imports [--out DIR]   (DIR/prelaunch_imports.json)
 """
 
 from __future__ import annotations
@@ -270,12 +275,83 @@ def scoping(root: Path) -> dict[str, Any]:
     return out
 
 
+IMPORTS_TARGET = r"""
+import json, os, sys, importlib
+work = sys.argv[1]
+for name in sys.argv[2].split(","):
+    importlib.import_module(name)
+open(os.path.join(work, "ready.json"), "w").write(json.dumps({"imported": sys.argv[2]}))
+"""
+IMPORT_STEPS = [
+    "torch,triton,triton.language,nvtx",
+    "torch,triton,triton.language,nvtx,numpy,nsight_agent.annotation",
+    "torch,nsight_agent.engine.harness.checks",
+    "torch,nsight_agent.engine.harness.integrity",
+    "torch,nsight_agent.engine.harness.runtime",
+    "nsight_agent.engine.worker.target",
+]
+
+
+def imports(root: Path) -> dict[str, Any]:
+    """Each step's modules imported under ``ncu --mode launch``: ready (no CUDA call), or held
+    at a CUDA call ("Waiting for profiler to attach") while importing; then the pool's own
+    warm_imports, run as the target program does."""
+    out: dict[str, Any] = {}
+    steps = [*IMPORT_STEPS, "warm_imports"]
+    for i, modules in enumerate(steps):
+        work = root / f"imports{i}"
+        work.mkdir(parents=True)
+        script = work / "target.py"
+        if modules == "warm_imports":
+            script.write_text(
+                "import json, os, sys\n"
+                "from nsight_agent.engine.worker import target\n"
+                "info = target.warm_imports()\n"
+                "open(os.path.join(sys.argv[1], 'ready.json'), 'w').write(json.dumps(info))\n"
+            )
+            argv = [str(script), str(work)]
+        else:
+            script.write_text(IMPORTS_TARGET)
+            argv = [str(script), str(work), modules]
+        log = work / "launch.log"
+        proc = subprocess.Popen(
+            ["ncu", "--mode", "launch", sys.executable, *argv],
+            stdout=open(log, "w"),  # noqa: SIM115 - closed with the process
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        t0, state = time.perf_counter(), "timeout"
+        while time.perf_counter() - t0 < 60:
+            if (work / "ready.json").exists():
+                state = "ready"
+                break
+            if "Waiting for profiler" in log.read_text(errors="replace"):
+                state = "held at a CUDA call while importing"
+                break
+            if proc.poll() is not None:
+                state = f"exited {proc.returncode}"
+                break
+            time.sleep(0.05)
+        out[modules] = {"state": state, "s": round(time.perf_counter() - t0, 2),
+                        "log": log.read_text(errors="replace")[-300:]}  # fmt: skip
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        print(modules, json.dumps(out[modules])[:400], flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
     ap.add_argument("--filters-only", action="store_true", help="only the filter cases")
     ap.add_argument("--scoping", action="store_true", help="only the cases without NVTX")
+    ap.add_argument("--imports", action="store_true", help="which import holds a target")
     args = ap.parse_args()
+    if args.imports:
+        root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        Path(args.out, "prelaunch_imports.json").write_text(json.dumps(imports(root), indent=1))
+        return
     if args.scoping:
         root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
         Path(args.out).mkdir(parents=True, exist_ok=True)
