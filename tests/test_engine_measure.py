@@ -16,7 +16,7 @@ import pytest
 
 from nsight_agent.api import analyze
 from nsight_agent.engine.collection import aggregate as aggregation
-from nsight_agent.engine.collection import derived
+from nsight_agent.engine.collection import derived, measure
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.errors import (
     ExtractionError,
@@ -337,3 +337,16 @@ def test_rows_of_a_real_report_from_two_gpus_or_clocks_are_refused() -> None:
         changed.loc[one_run, column] = value
         with pytest.raises(ExtractionError, match=what):
             aggregation.aggregate(changed, ["n"])
+
+
+def test_a_run_keeps_what_its_ncu_run_cost_as_ncu_reported_it() -> None:
+    """Every kernel's replay passes come from the report (``profiler__replayer_passes``): one
+    pass each for the sweep's two metrics; 34 for the planted kernel's dozen sections."""
+    fx = fixture("sweep")
+    measured = measure.measure(
+        fx.report, json.loads(fx.manifest.read_text()), fx.metrics, fx.configs, ["n"]
+    )
+    assert measured.ncu_cost(7.25) == {"ncu_s": 7.25, "ncu_kernels": 18, "ncu_passes": 18.0}
+    planted = Path(__file__).parent / "fixtures" / "planted" / "logistic_map_cuda.ncu-rep"
+    (record,) = extraction.read_actions(planted, [TIME])
+    assert record.passes == 34.0

@@ -383,7 +383,7 @@ def _measured_run(
         seconds=seconds,
         cuda_build=pre.cuda_build,
         preflight=pre,
-        extra={"profile_cuda_build": manifest.get("cuda_build")},
+        extra={"profile_cuda_build": manifest.get("cuda_build"), **measured.ncu_cost(seconds)},
         dropped={**pre.dropped, **records.dropped_from(manifest.get("dropped")), **uneven},
         suspects=outputs.first_per_config(found_suspects),
     )

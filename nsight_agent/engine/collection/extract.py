@@ -58,6 +58,7 @@ class ActionRecord:
     memory_clock: float
     nvtx: dict[str, list[str]] = field(default_factory=dict)
     grid: tuple[int, int, int] | None = None  # read for call markers only (call_markers.py)
+    passes: float = math.nan  # ncu's replay passes for this kernel (profiler__replayer_passes)
 
 
 GRID_DIMS = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z")
@@ -169,6 +170,7 @@ def read_actions(
                 ),
                 nvtx=ranges,
                 grid=_grid(action) if action.name() == MARKER_KERNEL else None,
+                passes=_number(_attr(action, "profiler__replayer_passes", math.nan)),
             )
         )
     return records

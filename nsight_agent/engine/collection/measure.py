@@ -25,6 +25,16 @@ class Measured:
     raw: pd.DataFrame
     processed: pd.DataFrame
 
+    def ncu_cost(self, seconds: float) -> dict[str, float]:
+        """What the ncu run cost, kept with the run (what a profiling budget would learn
+        from): its wall time, the kernels it profiled and their replay passes."""
+        passes = [r.passes for r in self.records if r.passes == r.passes]  # NaN: not reported
+        return {
+            "ncu_s": round(seconds, 3),
+            "ncu_kernels": len(self.records),
+            "ncu_passes": sum(passes),
+        }
+
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """The runner's manifest; its absence means the profiled process died before writing it."""
