@@ -2,8 +2,8 @@
 
 ``diagnose`` from source profiles once with every section its checks read (``one``); it used
 to profile twice (``staged=True`` still does): a cheap first pass, then only the sections that
-diagnosis asks for. For a compute-bound kernel under no FLOP roof it adds ComputeWorkloadAnalysis (the SM
-pipes' issue rates, ``pipe_at_roof``) on top of the usual four. This measures, per probe kernel
+diagnosis asks for. For a compute-bound kernel under no FLOP roof it adds
+ComputeWorkloadAnalysis (the SM pipes' issue rates, ``pipe_at_roof``) on top of the usual four. This measures, per probe kernel
 (``bench/probes/ncu_passthrough.py``), the wall time of one ``profile`` call with:
 
 - ``first``: the first pass's sections;

@@ -2,13 +2,13 @@
 
 From source: one ncu run with every section the checks read (every one a diagnosis could ask
 a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor precision),
-diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200 (docs/BENCHMARKS.md, "What the deeper pass costs"), the two passes
-cost 1.5-1.9x one run of ncu's full set, as each pays ncu's start-up and the second replays
-every kernel again with the first's sections too. ``deep=False`` runs the cheap sections
-alone; ``staged=True`` the two passes (for the bench that compares them). With
-``time_step``, one call is first timed on the timing path (the host-gap finding). Every pass
-goes through ``measure``, so the executor in use (the server's GPU slots, a Ray pool) runs
-them all.
+diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
+(docs/BENCHMARKS.md, "What the deeper pass costs"), the two passes cost 1.5-1.9x one run of
+ncu's full set, as each pays ncu's start-up and the second replays every kernel again with
+the first's sections too. ``deep=False`` runs the cheap sections alone; ``staged=True`` the
+two passes (for the bench that compares them). With ``time_step``, one call is first timed
+on the timing path (the host-gap finding). Every pass goes through ``measure``, so the
+executor in use (the server's GPU slots, a Ray pool) runs them all.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ suspended at its first CUDA call; before that it fails in about 0.6 s ("No attac
 found"), so it is tried again until it connects, the target ends, or the run's time is up.
 Connected, it profiles every kernel until the target exits, and records no NVTX state: the
 harness runs with call markers on (``harness/call_markers.py``), and the report is read by
-them, checked against the pre-flight's kernel counts. A failure of the attach itself, not of the program, the metric names or the
-counters, or a report the markers cannot tie to the calls, raises ``AttachFailed``: the
-caller launches cold and records why. The target is
+them, checked against the pre-flight's kernel counts. A failure of the attach itself, not of
+the program, the metric names or the counters, or a report the markers cannot tie to the
+calls, raises ``AttachFailed``: the caller launches cold and records why. The target is
 single use and killed (its process group) however the run ends.
 """
 
