@@ -75,10 +75,10 @@ def cuda_build_impossible(source: str) -> str | None:
     if not torch.cuda.is_available():
         cpu_build = " (torch here is a CPU build)" if torch.version.cuda is None else ""
         missing.append(f"no NVIDIA GPU{cpu_build}")
-    if find_nvcc() is None:
-        missing.append(
-            "no CUDA toolkit (nvcc is not in $CUDA_HOME/bin, on PATH or in /usr/local/cuda/bin)"
-        )
+    from torch.utils import cpp_extension  # its CUDA_HOME is what the build would use
+
+    if cpp_extension.CUDA_HOME is None:
+        missing.append("no CUDA toolkit that torch can find (set CUDA_HOME to its folder)")
     if not missing:
         return None
     return (
