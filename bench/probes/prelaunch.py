@@ -142,7 +142,12 @@ def _pids(pattern: str) -> list[str]:
 
 class Target:
     def __init__(
-        self, root: Path, name: str, port_args: list[str], launch_args: tuple[str, ...] = ()
+        self,
+        root: Path,
+        name: str,
+        port_args: list[str],
+        launch_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.work = root / name
         self.work.mkdir(parents=True)
@@ -163,6 +168,7 @@ class Target:
             stdout=open(self.work / "launch.log", "w"),  # noqa: SIM115 - lives with the target
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
 
     def ready(self, timeout: float = 90.0) -> float | None:
@@ -207,6 +213,33 @@ def attach(
     }
 
 
+def case(
+    root: Path,
+    name: str,
+    launch_args: tuple[str, ...],
+    attach_args: list[str],
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One target launched with ``launch_args`` (and ``env``), given its job, then attached
+    with ``attach_args``: what the attach and the target left."""
+    t = Target(root, name, [], launch_args, env)
+    out: dict[str, Any] = {"ready_s": t.ready(), "env": env, "launch_args": list(launch_args)}
+    if out["ready_s"] is not None:
+        t.give_job()
+        time.sleep(0.2)
+        out.update(attach(root / name, attach_args, []))
+        try:
+            t.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            out["target_alive_after_attach"] = True
+        done = t.work / "done.json"
+        out["done"] = json.loads(done.read_text()) if done.exists() else None
+    out["launch_log"] = t.log()[-400:]
+    t.kill()
+    print(name, json.dumps(out)[:900], flush=True)
+    return out
+
+
 def filters(root: Path) -> dict[str, Any]:
     """Filters at launch (NVTX) and at attach (kernel name, launch count): which are accepted,
     and does the report hold only what they select? The job's range holds 2 of 6 kernels."""
@@ -216,23 +249,7 @@ def filters(root: Path) -> dict[str, Any]:
         ("attach_kernel_regex", (), [*metric, "-k", "regex:elementwise", "-c", "2"]),
         ("attach_launch_skip", (), [*metric, "--launch-skip", "4", "--launch-count", "1"]),
     ]
-    out: dict[str, Any] = {}
-    for name, launch_args, attach_args in cases:
-        t = Target(root, name, [], launch_args)
-        case: dict[str, Any] = {"ready_s": t.ready(), "launch_args": list(launch_args)}
-        if case["ready_s"] is not None:
-            t.give_job()
-            time.sleep(0.2)
-            case.update(attach(root / name, attach_args, []))
-            try:
-                t.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                case["target_alive_after_attach"] = True
-        case["launch_log"] = t.log()[-400:]
-        t.kill()
-        out[name] = case
-        print(name, json.dumps(case)[:700], flush=True)
-    return out
+    return {name: case(root, name, launch, attach_args) for name, launch, attach_args in cases}
 
 
 def scoping(root: Path) -> dict[str, Any]:
@@ -248,31 +265,9 @@ def scoping(root: Path) -> dict[str, Any]:
          [*metric, *off]),
         ("api_without_off", {"PROBE_PROFILER_API": "1"}, (), metric),
     ]  # fmt: skip
-    out: dict[str, Any] = {}
-    for name, env, launch_args, attach_args in cases:
-        saved = dict(os.environ)
-        os.environ.update(env)
-        try:
-            t = Target(root, name, [], launch_args)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-        case: dict[str, Any] = {"ready_s": t.ready(), "env": env, "launch_args": list(launch_args)}
-        if case["ready_s"] is not None:
-            t.give_job()
-            time.sleep(0.2)
-            case.update(attach(root / name, attach_args, []))
-            try:
-                t.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                case["target_alive_after_attach"] = True
-            done = t.work / "done.json"
-            case["done"] = json.loads(done.read_text()) if done.exists() else None
-        case["launch_log"] = t.log()[-400:]
-        t.kill()
-        out[name] = case
-        print(name, json.dumps(case)[:900], flush=True)
-    return out
+    return {
+        name: case(root, name, launch, attach_args, env) for name, env, launch, attach_args in cases
+    }
 
 
 IMPORTS_TARGET = r"""
@@ -347,21 +342,14 @@ def main() -> None:
     ap.add_argument("--scoping", action="store_true", help="only the cases without NVTX")
     ap.add_argument("--imports", action="store_true", help="which import holds a target")
     args = ap.parse_args()
-    if args.imports:
-        root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "prelaunch_imports.json").write_text(json.dumps(imports(root), indent=1))
-        return
-    if args.scoping:
-        root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "prelaunch_scoping.json").write_text(json.dumps(scoping(root), indent=1))
-        return
-    if args.filters_only:
-        root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "prelaunch_filters.json").write_text(json.dumps(filters(root), indent=1))
-        return
+    only = {"imports": (args.imports, imports), "scoping": (args.scoping, scoping),
+            "filters": (args.filters_only, filters)}  # fmt: skip
+    for label, (asked, cases) in only.items():
+        if asked:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            found = cases(Path(tempfile.mkdtemp(prefix="prelaunch-")))
+            Path(args.out, f"prelaunch_{label}.json").write_text(json.dumps(found, indent=1))
+            return
     out: dict[str, Any] = {}
     root = Path(tempfile.mkdtemp(prefix="prelaunch-"))
     helptext = subprocess.run(["ncu", "--help"], capture_output=True, text=True).stdout
