@@ -72,6 +72,20 @@ def request() -> ProfileRequest:
     )
 
 
+def beside_mine(mine: str, name: str, source: str) -> ProfileRequest:
+    """``request()`` with ``mine`` as the baseline's source and one candidate of its own."""
+    return ProfileRequest.model_validate(
+        {
+            **request().model_dump(),
+            "source": mine,
+            "variants": [
+                {"name": "mine", "entry": "run"},
+                {"name": name, "entry": "run", "source": source},
+            ],
+        }
+    )
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("runs")
@@ -116,16 +130,7 @@ def test_a_candidate_that_does_not_compile_is_its_own_row_beside_a_parallel_buil
     root: Path, pool: WorkerPool
 ) -> None:
     broken = CANDIDATE.format(tag="this is not C++", scale=1)
-    req = ProfileRequest.model_validate(
-        {
-            **request().model_dump(),
-            "source": CANDIDATE.format(tag=4, scale=2),
-            "variants": [
-                {"name": "mine", "entry": "run"},
-                {"name": "broken", "entry": "run", "source": broken},
-            ],
-        }
-    )
+    req = beside_mine(CANDIDATE.format(tag=4, scale=2), "broken", broken)
     run = pipeline.time_request(req, pool, runs_root=root)
     assert run.dropped["broken"].verdict == "error", run.dropped
     message = run.dropped["broken"].message  # the compiler's lines, not ninja's commands
@@ -221,16 +226,7 @@ def test_a_cuda_candidate_on_a_machine_without_a_gpu_is_refused_before_any_build
     child build was started for it (its folder has no build log)."""
     assert ext_builds.cuda_build_impossible(CUDA_CANDIDATE) is not None
     assert ext_builds.cuda_build_impossible(CANDIDATE.format(tag=2, scale=1)) is None  # C++
-    req = ProfileRequest.model_validate(
-        {
-            **request().model_dump(),
-            "source": CANDIDATE.format(tag=5, scale=2.5),
-            "variants": [
-                {"name": "mine", "entry": "run"},
-                {"name": "cuda", "entry": "run", "source": CUDA_CANDIDATE},
-            ],
-        }
-    )
+    req = beside_mine(CANDIDATE.format(tag=5, scale=2.5), "cuda", CUDA_CANDIDATE)
     run = pipeline.time_request(req, pool, runs_root=root)
     message = run.dropped["cuda"].message
     assert run.dropped["cuda"].verdict == "error", run.dropped

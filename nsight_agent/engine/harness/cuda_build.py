@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
 import sysconfig
 import time
 from collections.abc import Sequence
@@ -107,7 +109,19 @@ def build(
     return module, info
 
 
-find_nvcc = ext_builds.find_nvcc
+def find_nvcc() -> str | None:
+    """nvcc where torch's extension builder looks: $CUDA_HOME, $CUDA_PATH, PATH,
+    /usr/local/cuda."""
+    candidates = [
+        *(
+            os.path.join(os.environ[v], "bin", "nvcc")
+            for v in ("CUDA_HOME", "CUDA_PATH")
+            if os.environ.get(v)
+        ),
+        shutil.which("nvcc") or "",
+        "/usr/local/cuda/bin/nvcc",
+    ]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
 def check_compile(

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -47,21 +46,6 @@ def builds_extensions(source: str) -> bool:
 
 # CUDA code in a build: load_inline's cuda_sources, a .cu file given to load, a CUDAExtension.
 _CUDA_BUILD = re.compile(r"cuda_sources\s*=|\.cu['\"]|CUDAExtension")
-
-
-def find_nvcc() -> str | None:
-    """nvcc where torch's extension builder looks: $CUDA_HOME, $CUDA_PATH, PATH,
-    /usr/local/cuda."""
-    candidates = [
-        *(
-            os.path.join(os.environ[v], "bin", "nvcc")
-            for v in ("CUDA_HOME", "CUDA_PATH")
-            if os.environ.get(v)
-        ),
-        shutil.which("nvcc") or "",
-        "/usr/local/cuda/bin/nvcc",
-    ]
-    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
 def cuda_build_impossible(source: str) -> str | None:
