@@ -214,14 +214,21 @@ def _kernels_per_call(manifest: dict[str, Any]) -> dict[str, list[list[str]]] | 
 def kernel_counts(manifest: dict[str, Any]) -> dict[str, dict[int, int]]:
     """Per variant and config, the number of kernels each measured call launched, where every
     run of that config launched the same number (counted only on a GPU)."""
-    seen: dict[str, dict[int, set[int]]] = {}
+    out: dict[str, dict[int, int]] = {}
+    for (variant, config), counts in _counts_seen(manifest).items():
+        by_config = out.setdefault(variant, {})
+        if len(counts) == 1:
+            by_config[config] = next(iter(counts))
+    return out
+
+
+def _counts_seen(manifest: dict[str, Any]) -> dict[tuple[str, int], set[int]]:
+    """Per (variant, config), the kernel counts its measured calls launched (GPU only)."""
+    seen: dict[tuple[str, int], set[int]] = {}
     for c in manifest.get("calls", []):
         if c.get("kernels") is not None:
-            seen.setdefault(c["variant"], {}).setdefault(c["config"], set()).add(len(c["kernels"]))
-    return {
-        v: {cfg: next(iter(n)) for cfg, n in by_config.items() if len(n) == 1}
-        for v, by_config in seen.items()
-    }
+            seen.setdefault((c["variant"], c["config"]), set()).add(len(c["kernels"]))
+    return seen
 
 
 def expected_kernels(pre: PreflightResult) -> dict[tuple[str, int], int]:
@@ -247,12 +254,8 @@ def copies_per_config(manifest: dict[str, Any]) -> dict[str, dict[int, float]]:
 def _kernel_count_errors(manifest: dict[str, Any]) -> list[tuple[str, int, DropVerdict, str]]:
     """Runs of one (variant, config) must launch the same kernels, and at least one:
     (variant, config, verdict, message) for each that does not."""
-    seen: dict[tuple[str, int], set[int]] = {}
-    for c in manifest.get("calls", []):
-        if c.get("kernels") is not None:
-            seen.setdefault((c["variant"], c["config"]), set()).add(len(c["kernels"]))
     errors: list[tuple[str, int, DropVerdict, str]] = []
-    for (variant, config), counts in seen.items():
+    for (variant, config), counts in _counts_seen(manifest).items():
         if len(counts) > 1:
             errors.append(
                 (
