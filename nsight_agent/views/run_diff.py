@@ -22,6 +22,7 @@ from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.engine.store import baselines, run_status
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import TIME_METRIC
+from nsight_agent.views import gate
 from nsight_agent.views.common import sig
 from nsight_agent.views.compare import (
     VariantOverall,
@@ -31,18 +32,19 @@ from nsight_agent.views.compare import (
     min_effect_of,
     variant_overall,
 )
-from nsight_agent.views.gate import DRIFT_RSD_PCT, drift_for, machine_speed, noisier, regressed
 from nsight_agent.views.runs import checks_by, config_index, config_list, denormalized, param_names
 
 Z95 = 1.96
 
 DRIFT_RULE = (
     "each run's 95% interval (median ± its order-statistic CI, else mean ± 1.96·std/√n) is "
-    "widened to √(h² + (1.96·drift·center)²) for between-run drift (1.5% on a GPU, 15% on a "
-    "CPU); then compare_variants' rule: faster or slower when the widened intervals do not "
-    "overlap and the times differ by at least the candidate run's min_effect_pct (and 100 ns "
-    "for GPU times), else within_noise. Not compared: CPU runs whose speed probes differ by "
-    "more than 1.5x; not a regression: a slower candidate whose spread is over 4x the baseline's"
+    "widened to √(h² + (1.96·drift·center)²) for between-run drift "
+    f"({gate.DRIFT_RSD_PCT:g}% on a GPU, {gate.CPU_DRIFT_RSD_PCT:g}% on a CPU); then compare_variants' "
+    "rule: faster or slower when the widened intervals do not overlap and the times differ by "
+    "at least the candidate run's min_effect_pct (and 100 ns for GPU times), else "
+    "within_noise. Not compared: CPU runs whose speed probes differ by more than "
+    f"{gate.MACHINE_SPEED_LIMIT:g}x; not a regression: a slower candidate whose spread is over "
+    f"{gate.NOISE_RATIO_LIMIT:g}x the baseline's"
 )
 
 
@@ -89,7 +91,7 @@ class RunDiff(BaseModel):
     metric: str
     unit: str | None = None
     statistic: str | None = Field(default=None, description="median or mean")
-    drift_pct: float = DRIFT_RSD_PCT
+    drift_pct: float = gate.DRIFT_RSD_PCT
     rule: str = DRIFT_RULE
     overall: VariantOverall | None = None
     configs: list[DiffConfig] = []
@@ -195,7 +197,7 @@ def comparability(
     same("GPU model", base.gpu, cand.gpu)
     if base.gpu == "cpu" and cand.gpu == "cpu":
         same("host (CPU timing)", base.host, cand.host)
-        slow, unknown = machine_speed(base_run.extra, cand_run.extra)
+        slow, unknown = gate.machine_speed(base_run.extra, cand_run.extra)
         reasons += [slow] if slow else []
         unverified += [unknown] if unknown else []
     same("clock control", base.clock_control, cand.clock_control)
@@ -303,7 +305,7 @@ def diff_runs(
         baseline=base,
         candidate=cand,
         metric=metric,
-        drift_pct=drift_for(base.gpu, cand.gpu) if drift_pct is None else drift_pct,
+        drift_pct=gate.drift_for(base.gpu, cand.gpu) if drift_pct is None else drift_pct,
         unverified=unverified or None,
         notes=notes,
         threshold_pct=threshold_pct,
@@ -316,7 +318,7 @@ def diff_runs(
             rows = [
                 variant_rows(r, v, metric).values() for r, v in ((base_run, bv), (cand_run, cv))
             ]
-            reasons += [why] if (why := noisier(list(rows[0]), list(rows[1]))) else []
+            reasons += [why] if (why := gate.noisier(list(rows[0]), list(rows[1]))) else []
     if reasons:
         out.comparable, out.reasons, out.configs, out.overall, out.regression = (
             False,
@@ -371,7 +373,9 @@ def _verdicts(out: RunDiff, base_run: RunResult, cand_run: RunResult, metric: st
         out.configs.append(entry)
     out.statistic, out.unit = statistic, _first(base_run.processed, "Unit")
     out.overall = variant_overall(False, verdicts, speedups)
-    out.regression = any(regressed(c.verdict, c.speedup, out.threshold_pct) for c in out.configs)
+    out.regression = any(
+        gate.regressed(c.verdict, c.speedup, out.threshold_pct) for c in out.configs
+    )
 
 
 def _time(value: float | None, unit: str | None) -> str:
