@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from nsight_agent.engine.harness import runtime
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.engine.worker import timing
 from nsight_agent.views.compare import compare_summary
@@ -76,11 +77,27 @@ def test_variants_are_interleaved_and_the_order_reverses_every_run() -> None:
     result = run({"A": add_a, "B": add_b}, [{"n": 4096}])
     assert result.method == "perf_counter"
     runs = sorted({r for _, r, _ in result.order})
-    assert len(runs) >= FAST.min_runs
+    assert len(runs) >= max(FAST.min_runs, 4)
     for r in runs:
         called = [v for _, run_, v in result.order if run_ == r]
-        assert called == (["A", "B"] if r % 2 == 0 else ["B", "A"])
+        assert called == runtime.run_order(["A", "B"], r)
+    # two variants: A B, B A, B A, A B: each first in half the runs
+    firsts = [runtime.run_order(["A", "B"], r)[0] for r in range(4)]
+    assert firsts == ["A", "B", "B", "A"]
     print("order:", result.order[:6])
+
+
+def test_every_variant_takes_the_first_and_last_place_and_pairs_reverse() -> None:
+    """Five variants, ten runs: the middle ones reach the first and last places too (the
+    baseline held the first place in every other run before, the middle ones never), and each
+    odd run is the even run before it reversed."""
+    names = ["ref", "a", "b", "c", "d"]
+    orders = [runtime.run_order(names, r) for r in range(10)]
+    assert all(sorted(o) == sorted(names) for o in orders)
+    assert {o[0] for o in orders} == set(names)
+    assert {o[-1] for o in orders} == set(names)
+    assert all(orders[r + 1] == orders[r][::-1] for r in range(0, 10, 2))
+    assert runtime.run_order([], 3) == []
 
 
 def test_rows_have_the_processed_columns_and_sane_statistics() -> None:

@@ -152,6 +152,41 @@ def test_trial_seeds_are_fixed_by_the_seed() -> None:
     assert seeds == adapter_module.trial_seeds(42) != adapter_module.trial_seeds(43)
 
 
+def test_the_trials_keep_every_input_alive_until_the_device_is_synchronized(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KernelBench's own check holds each model's inputs until it synchronizes; an entry that
+    works on a stream of its own reads them after it returns. Every input of a trial must
+    still be alive when the trial synchronizes (else the allocator hands its memory to the
+    next variant's inputs while that stream reads: seen on the H200 with KernelBench's
+    non-default-stream kernel)."""
+    import weakref
+
+    def setup(n: int, device: str = "cpu") -> tuple[torch.Tensor]:
+        return (torch.randn(n, device=device),)
+
+    seen: list[weakref.ref[torch.Tensor]] = []
+
+    def entry(x: torch.Tensor) -> torch.Tensor:
+        seen.append(weakref.ref(x))
+        return x * 2
+
+    alive_at_sync: list[list[bool]] = []
+
+    def synchronize(device: str) -> None:
+        alive_at_sync.append([r() is not None for r in seen])
+        seen.clear()
+
+    monkeypatch.setattr(adapter_module.runtime, "synchronize", synchronize)
+    checks = adapter_module.trials(
+        setup, {"ref": entry, "new": entry, "other": entry}, {"n": 8},
+        baseline="ref", device="cpu", seed=1, table={"float32": (1e-2, 1e-2)}, config_index=0,
+    )  # fmt: skip
+    assert checks == []
+    assert len(alive_at_sync) == kernelbench.TRIALS
+    assert all(alive == [True, True, True] for alive in alive_at_sync)
+
+
 # --- the timing path, with the real harness's pre-flight ---------------------------------------
 
 

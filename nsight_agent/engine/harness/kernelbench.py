@@ -118,13 +118,17 @@ def trials(
     check per variant (its first failing trial), in the harness's check format."""
     failed: dict[str, dict[str, Any]] = {}
     for trial, trial_seed in enumerate(trial_seeds(seed)):
-        outs = {}
+        outs, held = {}, []
         for name, entry in entries.items():
             if name in failed:
                 continue
             with runtime.stage("setup", name, config_index):
                 runtime.seed_all(trial_seed)
                 inputs = runtime.build_inputs(setup, dict(config), device)
+            # Every input lives until the synchronize below, as in KernelBench's own check: an
+            # entry working on a stream of its own may still be reading it (its allocator would
+            # hand the memory to the next variant's inputs while that stream reads).
+            held.append(inputs)
             try:
                 with runtime.stage("entry", name, config_index):
                     outs[name] = runtime.call(entry, inputs)
@@ -133,6 +137,7 @@ def trials(
                     raise  # nothing to compare with: the run's error, as in the other stages
                 failed[name] = _check(name, config_index, config, False, "error", err.message)
         runtime.synchronize(device)
+        del held
         if baseline not in outs:
             break
         for name, out in outs.items():

@@ -4,8 +4,9 @@ For each config:
 1. warm-up: every variant on the same inputs until its last 3 times are within
    ``steady_pct`` of each other (at least ``warmup_min`` calls, at most ``warmup_max``);
    the first call compiles (Triton, torch.compile) and is never a sample;
-2. runs, interleaved A B ... then ... B A (the order reverses every run, so drift and order
-   effects cancel; ``TimingResult.order`` records every call): each run builds fresh inputs
+2. runs, interleaved A B ... then ... B A (the order reverses every run and rotates every
+   two, ``runtime.run_order``, so drift and place cancel; ``TimingResult.order`` records
+   every call): each run builds fresh inputs
    from ``setup`` with a new seed (``seed + 1 + run``, outside the timed range), and every
    variant gets its own copy of them (refilled from the run's seed when ``setup`` ignores
    the seed: ``harness/integrity.py``); on CUDA the L2 is flushed and its persisting lines
@@ -263,7 +264,7 @@ def _time_config(
             fresh = cfg.inputs(opts.seed + 1 + run)
             outs: dict[str, Any] = {}
             calls: dict[str, Call] = {}
-            for name in [n for n in (names if run % 2 == 0 else names[::-1]) if n not in dropped]:
+            for name in [n for n in runtime.run_order(names, run) if n not in dropped]:
                 with dropped.isolate(name, "entry", cfg.index):
                     calls[name] = timer.measure(variants[name], clone_inputs(fresh))
                     outs[name] = calls[name].output
