@@ -45,7 +45,6 @@ from nsight_agent.errors import InvalidRequestError, NcuNotFoundError
 COUNT_ENV = "NSIGHT_AGENT_TARGETS"
 START_TIMEOUT = 180.0  # a launch that is not ready by then failed
 FAILURES_OFF = 3  # launches failed in a row before the pool turns itself off
-SUSPENDED = "Waiting for profiler to attach"  # ncu holds a target at its first CUDA call
 # ncu listens on a block of ports from --port (64 by default: 49152-49215). Each target gets
 # its own block above the default one, which cold ncu runs may use.
 PORT_FIRST, PORT_BLOCK, PORT_LAST = 49152 + 4 * 64, 64, 65535
@@ -324,16 +323,17 @@ class TargetPool:
 
     def _check(self) -> None:
         """Forget targets that ended or never got ready; count failed launches in a row and
-        turn the pool off, saying why, past ``FAILURES_OFF``, on an option ncu refused, or
-        when ncu held a target at a CUDA call made while it imported (it never gets ready)."""
+        turn the pool off, saying why, past ``FAILURES_OFF`` or on an option ncu refused.
+        ncu prints "Waiting for profiler to attach" as it launches, before the target imports
+        anything (0.2 s on the H200): the line says nothing about a CUDA call (taking it for
+        one killed every target while it imported, and kept the pool off until issue 37)."""
         for target in list(self._waiting):
             if target.ready():
                 self._failures = 0
                 continue
             log = target.launch_log()
-            held = SUSPENDED in log
             late = time.monotonic() - target.started > START_TIMEOUT
-            if target.alive() and not late and not held:
+            if target.alive() and not late:
                 continue
             self._waiting.remove(target)
             target.kill()
@@ -342,13 +342,11 @@ class TargetPool:
             why = errors[0].strip() if errors else (log.strip().splitlines() or ["no output"])[-1]
             if late:
                 why = f"not ready within {START_TIMEOUT:g} s"
-            if held:
-                why = "a CUDA call while importing: ncu suspended the target before it was ready"
             if target.nvtx and any("--nvtx" in e for e in errors):
                 self._nvtx, self._failures = False, 0  # try once more, without --nvtx
                 self._cond.notify_all()
                 continue
-            if held or any("option" in e.lower() for e in errors) or self._failures >= FAILURES_OFF:
+            if any("option" in e.lower() for e in errors) or self._failures >= FAILURES_OFF:
                 self._off = f"the launch failed {self._failures} time(s): {why[:300]}"
             self._cond.notify_all()
 
