@@ -144,6 +144,23 @@ def test_crash_carries_program_traceback(tmp_path: Path) -> None:
         ncu.check(run, program_error="Traceback...\ncustom traceback")
 
 
+def test_a_program_ncu_shut_down_carries_ncu_s_own_error_lines(tmp_path: Path) -> None:
+    """On the H200 a harness ended with exit code 9 and printed nothing: the answer said only
+    "died without an error report". What ncu logged about the failed profile goes with it."""
+    log = (
+        '==ERROR== Failed to profile "add_kernel" in process 4242\n'
+        "==PROF== Trying to shutdown target application\n"
+        "==ERROR== The application returned an error code (9).\n"
+    )
+    with pytest.raises(ProfiledProcessError) as err:
+        ncu.check(make_run(tmp_path, log, rc=9, output=""))
+    assert err.value.returncode == 9
+    assert err.value.stderr_tail == 'ncu said: Failed to profile "add_kernel" in process 4242'
+    with pytest.raises(ProfiledProcessError) as plain:  # ncu's exit line alone adds nothing
+        ncu.check(make_run(tmp_path, CRASH, rc=1, output="ValueError: boom\n"))
+    assert "ncu said" not in plain.value.stderr_tail
+
+
 def test_unknown_metric_in_ncu_log(tmp_path: Path) -> None:
     log = "==ERROR== Failed to find metric gpu__time_durationX.sum\n"
     with pytest.raises(UnknownMetricError) as err:

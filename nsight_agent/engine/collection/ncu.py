@@ -260,7 +260,12 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
         or (run_result.returncode != 0 and not errors)
     ):
         tail = program_error or _tail(run_result.program_output(), 40)
-        raise ProfiledProcessError(run_result.returncode, tail)
+        # ncu's own complaints beside the program's: a program that ncu shut down after a
+        # failed profile prints nothing itself ("The application returned an error code (9)").
+        own = [e for e in errors if "application returned an error" not in e]
+        if own:
+            tail = f"{tail}\nncu said: " + "\n".join(own[:6])
+        raise ProfiledProcessError(run_result.returncode, tail.strip())
     if run_result.returncode != 0 or errors:
         raise NcuError(
             f"ncu failed (exit code {run_result.returncode}): {text or _tail(log, 20)}",

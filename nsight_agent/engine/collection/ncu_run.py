@@ -87,7 +87,7 @@ def collect_harness(
                 forget=lambda: forget_attempt(run_dir),
             )
     except ProfiledProcessError as err:
-        raise preflight_run.source_error(files.error, err.stderr_tail) from err
+        raise preflight_run.source_error(files.error, err.stderr_tail, err.returncode) from err
     except (NoKernelsProfiledError, NcuError) as err:
         # An early exit (os._exit at import or in the entry) looks like "no kernels".
         early = ended_early(files.manifest, request)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import process
-from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.harness.errors import DIED, SourceError
 from nsight_agent.engine.store.records import (
     DroppedVariant,
     DropVerdict,
@@ -310,6 +310,6 @@ def source_error(error_file: Path, output_tail: str, returncode: int | None = No
     status = f" (exit status {returncode})" if returncode is not None else ""
     return SourceError(
         "entry",
-        f"the harness died without an error report{status}: a crash in native code, a "
-        f"signal, or os._exit() in your source?\n{output_tail}",
+        f"{DIED}{status}: a crash in native code, a signal, or os._exit() in your source?"
+        f"\n{output_tail}",
     )

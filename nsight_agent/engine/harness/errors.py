@@ -19,7 +19,16 @@ _HINTS: dict[str, str] = {
 }
 KERNELS_EXTRA = 'pip install ".[kernels]" in a clone of nsight-agent'
 # (text in the message, hint): failures whose cause is not a line of the user's source.
+DIED = "the harness died without an error report"
 _CAUSE_HINTS: tuple[tuple[str, str], ...] = (
+    (
+        DIED,
+        "No Python error was raised: the process ended in native code (a crash in a CUDA "
+        "extension), by a signal (the OOM killer, a kill from another process, a GPU fault or "
+        "reset) or by os._exit(). Run the source once without the profiler; if that works and "
+        "a second call works too, something outside it (memory, another process on the GPU) "
+        "ended it.",
+    ),
     (
         MISSING_CONFIG,
         'setup() takes parameters that no config gave: pass them as configs (MCP: configs=[{"n": '
