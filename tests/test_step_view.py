@@ -26,6 +26,7 @@ from nsight_agent.diagnose.step import Launch, host_gaps, launch_bound, unfused_
 from nsight_agent.engine.collection import extract
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report, kernels_by_time
 from nsight_agent.views.step import clean_op, group_of
+from nsight_agent.views.text import render_diagnosis
 from tests.fakes import FakeAction
 from tests.fixture_reports import unpacked
 from tests.test_diagnose_causes import BASE, rule
@@ -300,6 +301,21 @@ def test_the_users_kernel_is_the_users() -> None:
     step = diagnosed("chain").step
     assert step is not None
     assert any(g.group == "user_col_gather" and g.owner == "yours" for g in step.groups)
+
+
+def test_the_held_out_layer_step_is_never_silent() -> None:
+    """Issue 38's held-out step, read as a report alone: the expectations written before it
+    was recorded (bench/probes/step_programs.py) hold, and the text starts with the step."""
+    d = diagnosed("layer_ho")
+    assert "unfused_chain" in step_causes("layer_ho")
+    sizeable = [k for k in d.kernels if (k.share_pct or 0.0) >= 5.0]
+    assert len(sizeable) >= 5
+    for k in sizeable:
+        assert "no cause found" not in k.diagnosis.headline, (k.diagnosis.kernel, k.op)
+    mine = [k for k in d.kernels if k.diagnosis.kernel == "user_col_scale"]
+    assert mine and mine[0].diagnosis.owner == Owner(kind="user", who="yours")
+    lines = render_diagnosis(d).splitlines()
+    assert lines[0].startswith("14 kernel(s) on NVIDIA H200") and lines[1].startswith("step: ")
 
 
 @pytest.mark.parametrize("entry", TUNING, ids=[e["id"] for e in TUNING])

@@ -16,7 +16,8 @@ and shapes on (``torch.autograd.profiler.emit_nvtx(record_shapes=True)``), as nc
   tiny_ho     held out for the launch rule: per-tensor gradient norms and clipping of 16
               small tensors (reductions and scalings, one launch each)
   layer_ho    held out for the never-silent rule (issue 38, part 4; written with its
-              expectation before any recording, not recorded yet): a bf16 attention block
+              expectation before any recording; recorded and scored on the H200 on
+              2026-12-04, every expectation met: docs/GPU_RUNS.md): a bf16 attention block
               (cuBLAS), a depthwise conv1d (cuDNN), an unfused fp32 chain over one tensor
               (cast, scale, bias, GELU, residual) and the user's Triton kernel
               ``user_col_scale``. Expected, read as a report alone: unfused_chain fires; no
