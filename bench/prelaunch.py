@@ -7,8 +7,8 @@ Per round, in alternating order:
   floor        python + torch + one kernel under ncu, one metric (the raw wall to beat)
   cold         profile_kernel of that kernel (one config, one run) on the cold server
   prelaunched  the same call on the other server, once its slot has a target ready
-  diagnose     diagnose_kernel from source on the second server (note: it profiles through
-               service.profile without the executor today, so it launches cold)
+  diagnose     diagnose_kernel from source on the second server (through the executor,
+               but with sections: such jobs launch cold, docs/ARCHITECTURE.md)
 
 Then once: a burst of 10 profile_kernel calls from one client to the second server, back to
 back, the pool replenishing between them (median; how many went pre-launched).
