@@ -121,6 +121,9 @@ HELD_OUT: dict[str, str | None] = {
     # "it is recommended to have at least two blocks per multiprocessor": advice.
     "If you execute __syncthreads()": "If you execute __syncthreads()",
     "The 12.00 theoretical warps per scheduler": None,
+    # From the held-out step layer_ho (2026-12-04), a tail effect worded unlike the tuning
+    # set's; labelled after its advice was seen (the message has one imperative).
+    "A wave of thread blocks is defined as the maximum number": "Try launching a grid with no",
 }
 
 
@@ -169,8 +172,8 @@ def test_held_out_agreement() -> None:
     print(f"\nncu advice, held-out agreement: {hits}/{labelled}")
     assert labelled == len(HELD_OUT)
     # Measured when the labels were written: 7 of 9 (the two misses advise without an
-    # imperative). A change that loses one of the seven fails here.
-    assert hits >= 7
+    # imperative); 8 of 10 with layer_ho's message. A change that loses a hit fails here.
+    assert hits >= 8
 
 
 @pytest.mark.parametrize(
