@@ -66,6 +66,10 @@ class NcuError(NsightAgentError):
     """ncu itself reported an error not covered by a more specific class."""
 
 
+class KernelProfileFailedError(NcuError):
+    """ncu failed on a kernel and ended the program, which reported no error of its own."""
+
+
 class ProfilerBusyError(NsightAgentError):
     """Another profiler held the GPU's performance counters: not the program's fault."""
 

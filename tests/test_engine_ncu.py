@@ -144,18 +144,41 @@ def test_crash_carries_program_traceback(tmp_path: Path) -> None:
         ncu.check(run, program_error="Traceback...\ncustom traceback")
 
 
-def test_a_program_ncu_shut_down_carries_ncu_s_own_error_lines(tmp_path: Path) -> None:
-    """On the H200 a harness ended with exit code 9 and printed nothing: the answer said only
-    "died without an error report". What ncu logged about the failed profile goes with it."""
-    log = (
-        '==ERROR== Failed to profile "add_kernel" in process 4242\n'
-        "==PROF== Trying to shutdown target application\n"
-        "==ERROR== The application returned an error code (9).\n"
-    )
+# ncu's lines when it fails on a kernel and shuts the program down (exit code 9); the same
+# sequence as in a public report on an H100 (intel/llvm#17007), the kernel's name ours.
+PROFILE_FAILED_LOG = (
+    "==ERROR== Failed to prepare kernel for profiling\n"
+    "==ERROR== Unknown Error on device 0.\n"
+    '==ERROR== Failed to profile "add_kernel" in process 4242\n'
+    "==PROF== Trying to shutdown target application\n"
+    "==ERROR== The application returned an error code (9).\n"
+)
+
+
+def test_a_kernel_ncu_failed_on_is_ncu_s_error_not_the_program_s(tmp_path: Path) -> None:
+    """On the H200 a harness ended with exit code 9 and printed nothing, and the answer said
+    "the harness died without an error report ... in your source?". When ncu says it failed
+    to profile a kernel and the program recorded no error, the error is ncu's, with its lines."""
+    with pytest.raises(NcuError) as err:
+        ncu.check(make_run(tmp_path, PROFILE_FAILED_LOG, rc=9, output=""))
+    assert not isinstance(err.value, ProfiledProcessError)
+    text = str(err.value)
+    assert text.startswith('ncu could not profile "add_kernel" and ended the program (exit code 9)')
+    assert "Unknown Error on device 0." in text and "returned an error code" not in text
+    assert "reported no error" in err.value.hint
+    # the program's own error report still wins: a kernel that faulted is the source's
+    with pytest.raises(ProfiledProcessError, match="illegal memory access"):
+        ncu.check(
+            make_run(tmp_path, PROFILE_FAILED_LOG, rc=9),
+            program_error="RuntimeError: CUDA error: an illegal memory access was encountered",
+        )
+
+
+def test_a_program_that_died_carries_ncu_s_other_lines(tmp_path: Path) -> None:
+    log = "==WARNING== something\n==ERROR== Profiling was interrupted\n" + CRASH
     with pytest.raises(ProfiledProcessError) as err:
-        ncu.check(make_run(tmp_path, log, rc=9, output=""))
-    assert err.value.returncode == 9
-    assert err.value.stderr_tail == 'ncu said: Failed to profile "add_kernel" in process 4242'
+        ncu.check(make_run(tmp_path, log, rc=1, output=""))
+    assert err.value.stderr_tail == "ncu said: Profiling was interrupted"
     with pytest.raises(ProfiledProcessError) as plain:  # ncu's exit line alone adds nothing
         ncu.check(make_run(tmp_path, CRASH, rc=1, output="ValueError: boom\n"))
     assert "ncu said" not in plain.value.stderr_tail

@@ -13,7 +13,7 @@ from mcp.types import TextContent
 
 from nsight_agent.server.app import build_server
 
-pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
+pytestmark = [pytest.mark.gpu, pytest.mark.gpu_fault, pytest.mark.anyio]
 
 HEADER = """
 import torch

@@ -25,7 +25,13 @@ import pytest
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import gpu_lock, ncu, ncu_run
 from nsight_agent.engine.store.records import RunFiles
-from nsight_agent.errors import ProfiledProcessError, ProfilerBusyError, RunCancelledError
+from nsight_agent.errors import (
+    KernelProfileFailedError,
+    ProfiledProcessError,
+    ProfilerBusyError,
+    RunCancelledError,
+)
+from tests.test_engine_ncu import PROFILE_FAILED_LOG
 from tests.test_engine_pipeline import SETUP, request
 
 # ncu 2025.3.1's log of the second of two sessions on one GPU (H200, run 20261202-064930).
@@ -207,11 +213,12 @@ def test_a_killed_holder_leaves_no_stale_lock(
 # --- ncu.profile_cold: the lock around the run, and a retry for profilers outside it -----------
 
 
-def _fake_ncu(tmp_path: Path, busy_times: int) -> Path:
-    """An ncu that reports the busy driver ``busy_times`` times, then writes a report."""
+def _fake_ncu(tmp_path: Path, busy_times: int, log: str = BUSY_LOG) -> Path:
+    """An ncu that writes ``log`` (the busy driver) and ends the program with exit code 9
+    ``busy_times`` times, then writes a report."""
     count = tmp_path / "ncu-calls"
     busy = tmp_path / "busy.log"
-    busy.write_text(BUSY_LOG)
+    busy.write_text(log)
     script = tmp_path / "ncu"
     script.write_text(
         "#!/bin/sh\n"
@@ -301,6 +308,21 @@ def test_a_run_that_met_a_busy_profiler_is_recorded_as_such(
     assert status["status"] == "failed"
     assert "another profiling session" in status["message"]
     assert "harness died" not in status["message"] and "your source" not in status["message"]
+
+
+def test_a_kernel_ncu_failed_on_is_recorded_as_ncu_s_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, quick_retries: None
+) -> None:
+    """End to end: ncu failed on a kernel and ended the harness (exit code 9, no output, its
+    calls short). Seen twice on the H200 in one GPU suite; the answer said "the harness died
+    without an error report ... in your source?". Now it is ncu's failure, with its lines."""
+    monkeypatch.setenv("NCU", str(_fake_ncu(tmp_path, busy_times=99, log=PROFILE_FAILED_LOG)))
+    runs = tmp_path / "runs"
+    with pytest.raises(KernelProfileFailedError) as err:
+        pipeline.profile(request(SETUP + "def run(x):\n    return x * 2\n"), runs_root=runs)
+    assert "Unknown Error on device 0." in err.value.message
+    assert "in your source" not in str(err.value)
+    assert len((tmp_path / "ncu-calls").read_text().splitlines()) == 1  # not retried
 
 
 # --- on a GPU: two processes profiling one GPU at once -------------------------------------

@@ -24,6 +24,7 @@ from nsight_agent.errors import (
     CollectionTimeoutError,
     CounterPermissionError,
     InvalidRequestError,
+    KernelProfileFailedError,
     NcuError,
     NcuNotFoundError,
     NoKernelsProfiledError,
@@ -44,6 +45,15 @@ BUSY_HINT = (
     "Nothing in your program failed. Another profiler held this GPU's performance counters: "
     "another ncu, DCGM's profiling module (pause it with `dcgmi profile --pause`), or Nsight "
     "Systems sampling GPU metrics. Stop it, or run again when it is done."
+)
+# ncu's words when it could not profile a kernel; it then shuts the program down ("Trying to
+# shutdown target application") and the program's exit code is 9, with nothing of its own said.
+PROFILE_FAILED = re.compile(r"^Failed to profile (.*?)(?: in process \d+)?$")
+PROFILE_FAILED_HINT = (
+    "Your program reported no error: ncu failed on this kernel and ended it. Run the call "
+    "again; if it fails again, look for another process's work on this GPU (a kernel that "
+    "faulted or hangs there, `nvidia-smi`), then run `nsight-agent doctor`, and try fewer "
+    "sections or metrics."
 )
 # Pauses before the second and third attempt when a profiler outside our GPU lock holds the
 # counters; each attempt reruns the program.
@@ -254,6 +264,14 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
         m = pattern.search(text)
         if m:
             raise UnknownMetricError(m.group(1), suggest(m.group(1)) if suggest else [], text)
+    failed = [m.group(1) for m in map(PROFILE_FAILED.match, errors) if m]
+    if failed and not program_error:
+        own = [e for e in errors if "application returned an error" not in e]
+        raise KernelProfileFailedError(
+            f"ncu could not profile {failed[0]} and ended the program (exit code "
+            f"{run_result.returncode}); ncu said: " + " / ".join(own[:6]),
+            PROFILE_FAILED_HINT,
+        )
     if (
         program_error
         or "application returned an error" in text

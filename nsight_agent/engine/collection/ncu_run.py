@@ -18,7 +18,12 @@ from nsight_agent.engine.collection import attach, call_markers, ncu, preflight_
 from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store.records import RunFiles
-from nsight_agent.errors import NcuError, NoKernelsProfiledError, ProfiledProcessError
+from nsight_agent.errors import (
+    KernelProfileFailedError,
+    NcuError,
+    NoKernelsProfiledError,
+    ProfiledProcessError,
+)
 from nsight_agent.request import ProfileRequest
 
 __all__ = ["Collected", "TargetSource", "collect_harness", "ended_early", "forget_attempt"]
@@ -88,6 +93,8 @@ def collect_harness(
             )
     except ProfiledProcessError as err:
         raise preflight_run.source_error(files.error, err.stderr_tail, err.returncode) from err
+    except KernelProfileFailedError:
+        raise  # ncu ended the program: its calls are short, and that is not the source's doing
     except (NoKernelsProfiledError, NcuError) as err:
         # An early exit (os._exit at import or in the entry) looks like "no kernels".
         early = ended_early(files.manifest, request)
