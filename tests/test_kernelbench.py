@@ -239,6 +239,12 @@ def test_candidates_get_their_verdicts_and_kernelbench_fields(
     assert "candidate kernel launch failed" in (by["raises"].reason or "")
     text = render_kernelbench(report)
     assert "honest: compiled=True correctness=True" in text and "[incorrect]" in text
+    assert report.compile is None and "compile:" not in text  # nothing here builds
+    # A call that built candidates says what the builds cost, as its compare answer does.
+    note = "compile: 41.0 s of this call's 88.0 s, before measuring and outside every measured time"
+    built = compare_summary(run, limit=100).model_copy(update={"warnings": ["x", note]})
+    assert kernelbench_report(built).compile == note
+    assert render_kernelbench(kernelbench_report(built)).splitlines()[-1] == note
 
 
 def test_a_candidate_that_does_not_import_is_not_compiled(

@@ -45,6 +45,11 @@ class KernelBenchReport(BaseModel):
     run_id: str
     baseline: str
     results: list[KernelBenchResult]
+    compile: str | None = Field(
+        default=None,
+        description="What the call's builds cost, apart from every measured time "
+        "(a candidate's load_inline, built or loaded from the cache)",
+    )
 
 
 def _geomean_ms(times: list[float | None], ms_per_unit: float) -> float:
@@ -94,7 +99,10 @@ def kernelbench_report(summary: CompareSummary) -> KernelBenchReport:
                 reason=reason,
             )
         )
-    return KernelBenchReport(run_id=summary.run_id, baseline=base, results=results)
+    compiled = next((w for w in summary.warnings or [] if w.startswith("compile: ")), None)
+    return KernelBenchReport(
+        run_id=summary.run_id, baseline=base, results=results, compile=compiled
+    )
 
 
 def _speed_reason(faster: int, slower: int, configs: int) -> str:
@@ -111,4 +119,6 @@ def render_kernelbench(report: KernelBenchReport) -> str:
             f"runtime={r.runtime} ref_runtime={r.ref_runtime} speedup={speed} "
             f"[{r.verdict}] {r.reason or ''}".rstrip()
         )
+    if report.compile:
+        lines.append(report.compile)
     return "\n".join(lines)
