@@ -1,0 +1,111 @@
+"""What each section costs under ncu on this GPU: the measurements a profiling budget
+(issue 37, part 3: ``options.budget_s``) would choose sections by. On a GPU with ncu.
+
+One probe kernel (``bench/probes/ncu_passthrough.py``, ``run_sfu``), one config, through the
+profile use case, each call one cold ncu run:
+
+- ``floor``: the time metric alone, with 1 and with 5 measured calls (5 kernels): the fixed
+  cost of a run and what one more profiled kernel adds at one pass;
+- ``section:<S>``: each section a diagnosis reads, alone beside the time metric (1 call);
+- ``one_pass``: every one of them at once (``ONE_PASS_SECTIONS``), with 1 and 5 calls.
+
+Each row keeps the call's wall seconds, ncu's own seconds, the kernels it profiled and their
+replay passes (``run.extra``: ``ncu_s``, ``ncu_kernels``, ``ncu_passes``). From them: seconds
+per replay pass of one kernel (``one_pass`` 5 calls against 1), and each section's passes and
+its wall over the floor's. Written to ``DIR/section_costs.json`` row by row (a run cut short
+keeps what it measured).
+
+    python3 -m bench.section_costs [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.request import TIME_METRIC
+from nsight_agent.service.diagnose import ONE_PASS_SECTIONS
+from nsight_agent.service.measure import Measuring
+from nsight_agent.service.profile import profile
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBES = ROOT / "bench" / "probes" / "ncu_passthrough.py"
+ENTRY = "run_sfu"
+CONFIGS = [{"n": 1 << 20}]
+
+
+def one_call(runs_root: Path, label: str, sections: list[str], calls: int) -> dict[str, Any]:
+    """One cold ncu run of the probe with ``sections`` and ``calls`` measured calls."""
+    start = time.perf_counter()
+    run = profile(
+        Measuring(runs_root=runs_root),
+        "ncu",
+        source=PROBES.read_text(),
+        entry=ENTRY,
+        configs=CONFIGS,
+        metrics=[TIME_METRIC],
+        sections=sections,
+        runs=calls,
+        warmup=1,
+    )
+    row = {
+        "label": label,
+        "sections": sections,
+        "calls": calls,
+        "wall_s": round(time.perf_counter() - start, 3),
+        **{k: run.extra.get(k) for k in ("ncu_s", "ncu_kernels", "ncu_passes")},
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def derived(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Seconds per replay pass of one kernel, and each section's cost over the floor."""
+    by = {(r["label"], r["calls"]): r for r in rows}
+    out: dict[str, Any] = {}
+    one, five = by.get(("one_pass", 1)), by.get(("one_pass", 5))
+    if one and five and five["ncu_passes"] and one["ncu_passes"] is not None:
+        extra_passes = five["ncu_passes"] - one["ncu_passes"]
+        if extra_passes > 0:
+            out["s_per_kernel_pass"] = round((five["ncu_s"] - one["ncu_s"]) / extra_passes, 4)
+    floor = by.get(("floor", 1))
+    if floor:
+        out["floor_ncu_s"] = floor["ncu_s"]
+        out["sections"] = {
+            r["sections"][0]: {
+                "passes": r["ncu_passes"],
+                "over_floor_s": round(r["ncu_s"] - floor["ncu_s"], 3),
+            }
+            for r in rows
+            if r["label"].startswith("section:")
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs_root = Path(tempfile.mkdtemp(prefix="section-costs-"))
+    plan: list[tuple[str, list[str], int]] = [
+        ("floor", [], 1),
+        ("floor", [], 5),
+        ("one_pass", list(ONE_PASS_SECTIONS), 1),
+        ("one_pass", list(ONE_PASS_SECTIONS), 5),
+        *((f"section:{s}", [s], 1) for s in ONE_PASS_SECTIONS),
+    ]
+    rows: list[dict[str, Any]] = []
+    for label, sections, calls in plan:
+        rows.append(one_call(runs_root, label, sections, calls))
+        result = {"entry": ENTRY, "configs": CONFIGS, "rows": rows, "derived": derived(rows)}
+        (args.out / "section_costs.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(derived(rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
