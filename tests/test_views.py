@@ -109,6 +109,15 @@ def test_profile_summary_of_three_configs_is_compact(sweep: Any, tmp_path: Path)
     assert any("Clocks not locked" in w for w in s.warnings)
     size = common.json_size(s)
     assert size <= 1536, f"3 configs x 1 metric took {size} bytes"
+    # The text keeps the spread and the output check apart ("UNSTABLE ok" read as one word).
+    lines = text.render_profile(s).splitlines()[1:4]
+    for r, line in zip(s.results, lines, strict=True):
+        assert line.endswith("%, unstable)" if not r.stats[TIME].stable else "%)"), line
+    assert "UNSTABLE" not in text.render_profile(s)
+    judged = s.model_copy(
+        update={"results": [r.model_copy(update={"correct": True}) for r in s.results]}
+    )
+    assert text.render_profile(judged).splitlines()[1].endswith("; output ok")
 
 
 def test_profile_summary_pages_and_filters(sweep: Any, tmp_path: Path) -> None:

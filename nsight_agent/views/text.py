@@ -122,12 +122,14 @@ def render_profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = N
     for r in s.results:
         who = f"{r.variant} " if r.variant else ""
         for metric, st in r.stats.items():
-            flag = "" if st.stable else " UNSTABLE"
-            ok = "" if r.correct is None else (" ok" if r.correct else " WRONG OUTPUT")
+            # "UNSTABLE ok" read as one verdict: the spread and the output check apart
+            flag = "" if st.stable else ", unstable"
+            ok = "" if r.correct is None else ("; output ok" if r.correct else "; WRONG OUTPUT")
             name = (metric_label or {}).get(metric, metric)
             lines.append(
                 f"{who}{_cfg(r.config)}  {name} = {_fmt(st.avg, s.units.get(metric))} "
-                f"± {_fmt(st.std, s.units.get(metric))} (n={st.n}, rsd {_fmt(st.rsd_pct)}%){flag}{ok}"
+                f"± {_fmt(st.std, s.units.get(metric))} (n={st.n}, rsd {_fmt(st.rsd_pct)}%{flag})"
+                f"{ok}"
             )
     return _closing(lines, s.warnings, s.page)
 
