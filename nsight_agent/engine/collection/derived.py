@@ -11,10 +11,11 @@ from typing import Any
 
 DeriveMetric = Callable[..., Any]
 
-__all__ = ["DeriveMetric", "check_derive_signature", "derive"]
+__all__ = ["DeriveMetric", "check_derive_signature", "derive", "number"]
 
 
-def _number(value: Any) -> float:
+def number(value: Any) -> float:
+    """A metric value as a float; NaN for one that is not a number."""
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -45,9 +46,9 @@ def derive(
 
 def _value_unit(name: str, value: Any) -> tuple[float, Any]:
     if isinstance(value, tuple) and len(value) >= 2:
-        return _number(value[0]), value[1]
+        return number(value[0]), value[1]
     warnings.warn(
         f"Derived metric {name!r} has no unit: return (value, unit) to set one; Unit is NaN.",
         stacklevel=4,
     )
-    return _number(value), math.nan
+    return number(value), math.nan

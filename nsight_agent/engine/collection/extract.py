@@ -19,7 +19,7 @@ import ncu_report
 import pandas as pd
 
 from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
-from nsight_agent.engine.collection.derived import DeriveMetric, derive
+from nsight_agent.engine.collection.derived import DeriveMetric, derive, number
 from nsight_agent.engine.collection.report_file import check_report_file
 from nsight_agent.engine.harness.call_markers import MARKER_KERNEL
 from nsight_agent.errors import (
@@ -119,13 +119,6 @@ def _metric(action: Any, name: str) -> tuple[Any, str]:
     return m.value(), m.unit()
 
 
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def read_actions(
     path: str | Path,
     metrics: Sequence[str] | None = None,
@@ -164,13 +157,11 @@ def read_actions(
                 values=values,
                 units=units,
                 gpu=str(_attr(action, "device__attribute_display_name", "")),
-                compute_clock=_number(_attr(action, "device__attribute_clock_rate", math.nan)),
-                memory_clock=_number(
-                    _attr(action, "device__attribute_memory_clock_rate", math.nan)
-                ),
+                compute_clock=number(_attr(action, "device__attribute_clock_rate", math.nan)),
+                memory_clock=number(_attr(action, "device__attribute_memory_clock_rate", math.nan)),
                 nvtx=ranges,
                 grid=_grid(action) if action.name() == MARKER_KERNEL else None,
-                passes=_number(_attr(action, "profiler__replayer_passes", math.nan)),
+                passes=number(_attr(action, "profiler__replayer_passes", math.nan)),
             )
         )
     return records
@@ -313,7 +304,7 @@ def _combine(name: str, kernels: list[ActionRecord], combine: Combine | None) ->
         )
     first = kernels[0]
     values = {
-        m: functools.reduce(combine, [_number(k.values[m]) for k in kernels]) for m in first.values
+        m: functools.reduce(combine, [number(k.values[m]) for k in kernels]) for m in first.values
     }
     return ActionRecord(
         index=first.index,
@@ -365,7 +356,7 @@ def raw_frame(
                 **(dict(info(call.call, annotation)) if info is not None else {}),
                 **dict(zip(param_names, config)),
             }
-            values = [(_number(rec.values[m]) if rec else math.nan) for m in metrics]
+            values = [(number(rec.values[m]) if rec else math.nan) for m in metrics]
             for m, v in zip(metrics, values):
                 base.append({**common, "Value": v, "Metric": m, "Unit": units_of[m], **params})
             if derive_metric is not None and rec is None:
