@@ -264,9 +264,10 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
         m = pattern.search(text)
         if m:
             raise UnknownMetricError(m.group(1), suggest(m.group(1)) if suggest else [], text)
+    # ncu's own complaints, without its line about the program's exit code
+    own = [e for e in errors if "application returned an error" not in e]
     failed = [m.group(1) for m in map(PROFILE_FAILED.match, errors) if m]
     if failed and not program_error:
-        own = [e for e in errors if "application returned an error" not in e]
         raise KernelProfileFailedError(
             f"ncu could not profile {failed[0]} and ended the program (exit code "
             f"{run_result.returncode}); ncu said: " + " / ".join(own[:6]),
@@ -278,9 +279,7 @@ def check(run_result: NcuRun, *, program_error: str = "", suggest: Suggest | Non
         or (run_result.returncode != 0 and not errors)
     ):
         tail = program_error or _tail(run_result.program_output(), 40)
-        # ncu's own complaints beside the program's: a program that ncu shut down after a
-        # failed profile prints nothing itself ("The application returned an error code (9)").
-        own = [e for e in errors if "application returned an error" not in e]
+        # beside the program's: a program that ncu shut down prints nothing itself
         if own:
             tail = f"{tail}\nncu said: " + "\n".join(own[:6])
         raise ProfiledProcessError(run_result.returncode, tail.strip())
