@@ -71,22 +71,30 @@ FULL_SET = [
 ]
 
 
+def probe_run(
+    runs: Path, entry: str, sections: list[str], metrics: list[str], calls: int = 1
+) -> RunResult:
+    """One cold ncu ``profile`` call of a probe kernel: ``calls`` measured calls, one warm-up,
+    as ``diagnose`` collects (also ``bench/section_costs.py``'s run)."""
+    return profile(
+        Measuring(runs_root=runs),
+        "ncu",
+        source=PROBES.read_text(),
+        entry=entry,
+        configs=CONFIGS,
+        metrics=metrics,
+        sections=sections,
+        runs=calls,
+        warmup=1,
+    )
+
+
 def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[float, RunResult]:
     """Median wall seconds of ``reps`` profile calls (``reps >= 1``), and the last run."""
     walls: list[float] = []
     for _ in range(reps):
         start = time.perf_counter()
-        run = profile(
-            Measuring(runs_root=runs),
-            "ncu",
-            source=PROBES.read_text(),
-            entry=entry,
-            configs=CONFIGS,
-            metrics=FIRST_PASS_METRICS,
-            sections=sections,
-            runs=1,
-            warmup=1,
-        )
+        run = probe_run(runs, entry, sections, FIRST_PASS_METRICS)
         walls.append(time.perf_counter() - start)
         print(f"  {entry}, {len(sections)} sections: {walls[-1]:.1f} s", flush=True)
     return statistics.median(walls), run  # a run that fails raises, naming its stage

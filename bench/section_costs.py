@@ -27,31 +27,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.deeper_pass import CONFIGS, probe_run
 from nsight_agent.request import TIME_METRIC
 from nsight_agent.service.diagnose import ONE_PASS_SECTIONS
-from nsight_agent.service.measure import Measuring
-from nsight_agent.service.profile import profile
 
-ROOT = Path(__file__).resolve().parent.parent
-PROBES = ROOT / "bench" / "probes" / "ncu_passthrough.py"
 ENTRY = "run_sfu"
-CONFIGS = [{"n": 1 << 20}]
 
 
 def one_call(runs_root: Path, label: str, sections: list[str], calls: int) -> dict[str, Any]:
     """One cold ncu run of the probe with ``sections`` and ``calls`` measured calls."""
     start = time.perf_counter()
-    run = profile(
-        Measuring(runs_root=runs_root),
-        "ncu",
-        source=PROBES.read_text(),
-        entry=ENTRY,
-        configs=CONFIGS,
-        metrics=[TIME_METRIC],
-        sections=sections,
-        runs=calls,
-        warmup=1,
-    )
+    run = probe_run(runs_root, ENTRY, sections, [TIME_METRIC], calls)
     row = {
         "label": label,
         "sections": sections,
