@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nsight_agent.engine.harness.gpu_activity import CALL_PREFIX, Activity, attribute
 from nsight_agent.engine.harness.runtime import union_ns
-from nsight_agent.engine.worker.timer import CALL_PREFIX, attribute
 
 
 @dataclass
@@ -67,7 +67,31 @@ def test_activity_is_attributed_to_the_call_that_launched_it_on_any_stream() -> 
         Event("flush", "CUDA", 5_900, 50, corr=70),
     ]
     found = attribute(events)
-    assert sorted(found) == [0, 1]
-    assert {s for _, _, s in found[0]} == {7, 13}
-    assert union_ns([(a, b) for a, b, _ in found[0]]) == 400 + 100  # 5000-5400, 5600-5700
-    assert found[1] == [(6_000, 6_250, 7)]
+    assert sorted(found.calls) == [0, 1] and found.lost == {}
+    assert {a.stream for a in found.calls[0]} == {7, 13}
+    assert [a.is_copy for a in found.calls[0]] == [False, False, True]
+    spans = [(a.start, a.end) for a in found.calls[0]]
+    assert union_ns(spans) == 400 + 100  # 5000-5400, 5600-5700
+    assert found.calls[1] == [Activity(6_000, 6_250, 7, "elementwise")]
+
+
+def test_a_kernel_launch_whose_record_cupti_lost_is_counted_lost_not_as_no_kernel() -> None:
+    # CUDA 12.6u2-13.0's CUPTI can drop a kernel's record (pytorch/pytorch#192021): the launch
+    # is there, its GPU record is not. A copy's or a graph's launch is not a kernel launch;
+    # a driver-API launch (Triton's cuLaunchKernel) is.
+    events = [
+        Event(f"{CALL_PREFIX}0", "CPU", 1_000, 500),
+        Event("cudaLaunchKernel", "CPU", 1_100, 10, corr=8),  # its record lost
+        Event("cudaMemcpyAsync", "CPU", 1_200, 10, corr=9),  # a copy with no record: not lost
+        Event(f"{CALL_PREFIX}1", "CPU", 2_000, 300),
+        Event("cuLaunchKernel", "CPU", 2_100, 10, corr=61),
+        Event("cuLaunchKernelEx", "CPU", 2_150, 10, corr=62),  # lost
+        Event("triton_add", "CUDA", 6_000, 250, corr=61),
+        Event(f"{CALL_PREFIX}2", "CPU", 3_000, 300),
+        Event("cudaLaunchKernel", "CPU", 3_100, 10, corr=70),
+        Event("add", "CUDA", 7_000, 50, corr=70),
+    ]
+    found = attribute(events)
+    assert found.lost == {0: 1, 1: 1}
+    assert 0 not in found.calls and [a.name for a in found.calls[1]] == ["triton_add"]
+    assert found.calls[2] == [Activity(7_000, 7_050, 7, "add")]

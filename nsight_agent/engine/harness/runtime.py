@@ -22,11 +22,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from nsight_agent.engine.harness import gpu_activity
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.harness.ext_builds import Builds
 
 ERROR_EXIT = 3
 USER_FILES: set[str] = set()
+LOST_CALLS: list[int] = []  # per pre-flight call whose kernel records CUPTI lost: how many
 
 
 @dataclass
@@ -236,24 +238,25 @@ def call_counting_kernels(
     """Call ``entry``; on CUDA also list the kernels it launched and measure the GPU time of
     the copies and memsets it made (torch.profiler, CUPTI): ncu profiles kernels only, so this
     is the pre-flight's record of the work ncu does not see (ns, the union of their intervals).
+    A call one of whose kernel records CUPTI lost has no count (None, as on the CPU): a lost
+    record is not a kernel that did not run (``gpu_activity``); ``LOST_CALLS`` keeps them.
     """
     if not device.startswith("cuda"):
         return call(entry, inputs), None, None
+    from torch.autograd.profiler import record_function
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        out = call(entry, inputs)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function(f"{gpu_activity.CALL_PREFIX}0"):
+            out = call(entry, inputs)
         synchronize(device)
-    names: list[str] = []
-    copies: list[tuple[int, int]] = []
-    for e in prof.events():
-        if not str(getattr(e, "device_type", "")).endswith("CUDA"):
-            continue
-        if _is_copy(str(e.name)):  # time_range is in us
-            copies.append((round(e.time_range.start * 1e3), round(e.time_range.end * 1e3)))
-        else:
-            names.append(str(e.name))
-    return out, names, float(union_ns(copies))
+    found = gpu_activity.attribute(prof.profiler.kineto_results.events())  # type: ignore[union-attr]
+    if found.lost.get(0):
+        LOST_CALLS.append(found.lost[0])
+        return out, None, None
+    work = found.calls.get(0, [])
+    copies = [(a.start, a.end) for a in work if a.is_copy]
+    return out, [a.name for a in work if not a.is_copy], float(union_ns(copies))
 
 
 def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
@@ -268,10 +271,6 @@ def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
             total += end - reach
             reach = end
     return total
-
-
-def _is_copy(name: str) -> bool:
-    return name.startswith(("Memcpy", "Memset", "[memory]"))
 
 
 @dataclass

@@ -1,14 +1,15 @@
 """The timing loop's clock: GPU time from the GPU's own activity records, CUDA events beside it.
 
 On CUDA, every run's calls are traced by torch.profiler (CUPTI underneath, concurrent-kernel
-records, so tracing does not serialise streams). A call is a ``record_function`` range; each
-runtime call made inside it (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ...) is matched by its
-correlation id to the GPU activity it launched, on whatever stream: kernels, copies, memsets.
-The call's time is the union of those activities' [start, end) intervals: work on two streams
-that overlaps counts once, gaps between kernels (launch latency, host work) do not count, so a
-single kernel's time is its execution as CUPTI records it (0.5-1.1 us shorter than ncu's
-duration on the H200, which also holds the GPU's launch processing: docs/BENCHMARKS.md). Work left on a side stream that the
-entry did not join is counted too: the device is synchronised before the trace is read.
+records, so tracing does not serialise streams). A call is a ``record_function`` range whose
+runtime calls name, by correlation id, the GPU work it launched on any stream
+(``harness/gpu_activity.py``). The call's time is the union of that work's [start, end)
+intervals: work on two streams that overlaps counts once, gaps between kernels (launch
+latency, host work) do not count, so a single kernel's time is its execution as CUPTI records
+it (0.5-1.1 us shorter than ncu's duration on the H200, which also holds the GPU's launch
+processing: docs/BENCHMARKS.md). Work left on a side stream that the entry did not join is
+counted too: the device is synchronised before the trace is read. A call one of whose kernel
+records CUPTI lost has no GPU time (it would read short) and is left out of the samples.
 
 CUDA events around each call stay as a cross-check (``events_ns``); on the CPU,
 ``time.perf_counter_ns`` around the call is the only clock. Measured on the H200 (2026-12-01,
@@ -19,17 +20,15 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsight_agent.engine.harness import integrity, runtime
+from nsight_agent.engine.harness import gpu_activity, integrity, runtime
+from nsight_agent.engine.harness.gpu_activity import CALL_PREFIX
 
 L2_FALLBACK_BYTES = 256 * 1024 * 1024
 SPIN_CAP_CYCLES = 10_000_000  # 5 ms at 2 GHz
-CALL_PREFIX = "nsight_agent::call::"
-# CPU-side CUDA calls that put work on the GPU: their correlation ids name that work.
-LAUNCHES = ("cuda", "cu")
 
 
 @dataclass
@@ -41,44 +40,11 @@ class Call:
     gpu_ns: float | None = None  # the union of the GPU activity it caused (cuda, traced)
     activities: int = 0  # GPU activities (kernels, copies, memsets) it caused
     streams: set[int] = field(default_factory=set)
+    lost: int = 0  # its kernel launches whose GPU record CUPTI lost: no GPU time then
 
     @property
     def ns(self) -> float:
         return self.gpu_ns if self.gpu_ns is not None else self.events_ns
-
-
-def attribute(events: Sequence[Any]) -> dict[int, list[tuple[int, int, int]]]:
-    """Per call index, the GPU activities (start, end, stream) it launched, read from kineto
-    events: CPU ranges named ``CALL_PREFIX<i>``, runtime calls inside them, GPU records with
-    the runtime call's correlation id."""
-    windows = []
-    for e in events:
-        name = e.name()
-        if name.startswith(CALL_PREFIX) and str(e.device_type()).endswith("CPU"):
-            windows.append(
-                (e.start_ns(), e.start_ns() + e.duration_ns(), int(name.rsplit(":", 1)[1]))
-            )
-    windows.sort()
-    owner: dict[int, int] = {}
-    for e in events:
-        if not str(e.device_type()).endswith("CPU") or not e.name().startswith(LAUNCHES):
-            continue
-        t = e.start_ns()
-        for lo, hi, call in windows:
-            if lo <= t <= hi:
-                owner[e.correlation_id()] = call
-                break
-    out: dict[int, list[tuple[int, int, int]]] = {}
-    for e in events:
-        if not str(e.device_type()).endswith("CUDA") or e.name().startswith(CALL_PREFIX):
-            continue
-        found = owner.get(e.correlation_id())
-        if found is not None:
-            start = e.start_ns()
-            out.setdefault(found, []).append(
-                (start, start + e.duration_ns(), e.device_resource_id())
-            )
-    return out
 
 
 class Timer:
@@ -145,12 +111,14 @@ class Timer:
         self._sync()
         prof, self._profiler = self._profiler, None
         prof.__exit__(None, None, None)
-        found = attribute(prof.profiler.kineto_results.events())
+        found = gpu_activity.attribute(prof.profiler.kineto_results.events())
         for index, call in self.pending.items():
-            spans = found.get(index, [])
+            spans = found.calls.get(index, [])
+            call.lost = found.lost.get(index, 0)
             call.activities = len(spans)
-            call.streams = {s for _, _, s in spans}
-            call.gpu_ns = float(runtime.union_ns([(a, b) for a, b, _ in spans]))
+            call.streams = {a.stream for a in spans}
+            if not call.lost:  # a call missing records has no GPU time, only its events'
+                call.gpu_ns = float(runtime.union_ns([(a.start, a.end) for a in spans]))
 
     def flush_l2(self) -> None:
         """Empty the L2 of the previous call's data before the next call: a read of twice

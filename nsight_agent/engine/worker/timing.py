@@ -47,7 +47,7 @@ from typing import Any
 import pandas as pd
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
-from nsight_agent.engine.harness import checks, integrity, runtime
+from nsight_agent.engine.harness import checks, gpu_activity, integrity, runtime
 from nsight_agent.engine.store.records import DroppedVariant, Suspect, dropped_from
 from nsight_agent.engine.worker import timer as timer_module
 from nsight_agent.engine.worker.timer import Call, Timer
@@ -295,13 +295,35 @@ def _time_config(
             verdicts.suspect_of(name, _call_problem(call, timer, run))
     runtime.synchronize(timer.device)
     verdicts.recheck({n: o for n, (o, _) in kept.items()}, {n: c for n, (_, c) in kept.items()})
-    samples = {n: [c.ns for c in cs] for n, cs in timed.items() if cs and n not in dropped}
-    return samples, warm, verdicts
+    return _samples(timed, dropped, result), warm, verdicts
+
+
+def _samples(
+    timed: Mapping[str, list[Call]], dropped: runtime.Dropped, result: TimingResult
+) -> dict[str, list[float]]:
+    """Each live variant's times; a call whose kernel records CUPTI lost is left out (its
+    GPU time would read short), or, where that leaves nothing, all are timed by CUDA events."""
+    samples: dict[str, list[float]] = {}
+    by_events = []
+    for name, calls in timed.items():
+        if not calls or name in dropped:
+            continue
+        samples[name] = [c.ns for c in calls if not c.lost]
+        if not samples[name]:
+            samples[name] = [c.events_ns for c in calls]
+            by_events.append(name)
+    lost = [c for calls in timed.values() for c in calls if c.lost]
+    if lost:
+        what = "those calls were left out of the times"
+        if by_events:
+            what += f"; {', '.join(by_events)} had none left and were timed by CUDA events"
+        result.notes.append(gpu_activity.lost_note(sum(c.lost for c in lost), len(lost), what))
+    return samples
 
 
 def _call_problem(call: Call, timer: Timer, run: int) -> str | None:
     problem = integrity.plain_output_problem(call.output)
-    if problem is None and timer.trace and call.activities == 0:
+    if problem is None and timer.trace and call.activities == 0 and not call.lost:
         problem = "its call launched no GPU work (a result kept from an earlier call?)"
     return f"run {run}: {problem}" if problem else None
 
