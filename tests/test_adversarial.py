@@ -138,3 +138,51 @@ def test_a_source_that_replaces_the_checker_at_import_makes_every_variant_suspec
     run = pipeline.time_request(req, cpu_pool, runs_root=tmp_path)
     assert overall(run)["honest"] == "suspect"
     assert any("replaced torch.allclose" in w for w in run.warnings)
+
+
+def test_a_variant_replacing_a_checked_function_on_its_first_call_only_is_the_suspect(
+    tmp_path: Path,
+) -> None:
+    """Replaced during the pre-flight's first (check) call and never again: the harness puts
+    it back at once and blames that variant, not the next one called (it was the baseline,
+    called first; on the H200 a no-op ``torch.cuda.synchronize`` so left in place made the
+    baseline's next pre-flight count read 0 kernels)."""
+    source = SOURCE + (
+        "\n\n_ONCE = []\n\n\ndef replaces_once(x):\n"
+        "    if not _ONCE:\n"
+        "        _ONCE.append(torch.allclose)\n"
+        "        torch.allclose = lambda *args, **kwargs: True\n"
+        "    return torch.softmax(x, dim=-1)\n"
+    )
+    names = ["replaces_once", "honest"]
+    req = ProfileRequest.model_validate(
+        {
+            "source": source,
+            "language": "torch",
+            "variants": [{"name": "run", "entry": "run"}]
+            + [{"name": n, "entry": n} for n in names],
+            "configs": [{"rows": 16, "cols": 1000}],
+            "runs": 5,
+        }
+    )
+    pre = pipeline.preflight(req, runs_root=tmp_path, device="cpu")
+    blamed = {s.variant for s in pre.suspects}
+    assert blamed == {"replaces_once"}, pre.suspects
+
+
+def test_the_harness_waits_with_the_synchronize_it_had_before_user_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+
+    from nsight_agent.engine.harness import runtime
+
+    waited: list[str] = []
+    monkeypatch.setattr(runtime, "_SYNC", [])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: waited.append("original"))
+    runtime.pin_synchronize()
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: waited.append("replaced"))
+    runtime.pin_synchronize()  # a second pin keeps the first
+    runtime.synchronize("cuda:0")
+    runtime.synchronize("cpu")
+    assert waited == ["original"]

@@ -208,8 +208,26 @@ def run_order(names: Sequence[str], run: int) -> list[str]:
     return rotated if run % 2 == 0 else rotated[::-1]
 
 
+def pin_synchronize() -> None:
+    """Keep ``torch.cuda.synchronize`` as it is now, before any user code runs (the first call
+    in a process wins): a variant that replaces it must not make the harness's own waits
+    return early. On the H200 (2026-12-04) an adversarial variant's no-op replacement, not yet
+    put back, let the next call's pre-flight count stop before its kernel ended: 0 kernels, and
+    an honest baseline was called suspect."""
+    if not _SYNC:
+        import torch
+
+        _SYNC.append(torch.cuda.synchronize)
+
+
+_SYNC: list[Callable[[], None]] = []
+
+
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
+        if _SYNC:
+            _SYNC[0]()
+            return
         import torch
 
         torch.cuda.synchronize()

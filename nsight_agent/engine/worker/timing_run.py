@@ -43,6 +43,7 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
     variants = [v for v in spec["variants"] if v["name"] not in opts.skip]
     names = {v["module"] for v in variants} | {spec["setup_module"]}
     # What the timer and the checks rely on, as it was before user code is imported.
+    runtime.pin_synchronize()
     timing.GUARD[:] = [
         integrity.Guard([(checks, "compare"), (checks, "check_single"), (runtime, "call")])
     ]
