@@ -353,3 +353,25 @@ def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replace
     after = executor.submit(job("", tmp_path))
     assert isinstance(after.result(WAIT_S), PreflightResult)
     assert int(after.where["pid"]) != host
+
+
+def test_a_salvage_that_does_not_come_back_in_time_says_where_the_run_stayed(
+    tmp_path: Path,
+) -> None:
+    """The cancel stands; its message says the folder was not brought back and where it is."""
+    from types import SimpleNamespace
+
+    from nsight_agent.engine.executors.ray import landing
+
+    def never(*_: object, **__: object) -> object:
+        raise TimeoutError("the salvage task did not finish")
+
+    task = SimpleNamespace(remote=lambda *args: "ref")
+    ray = SimpleNamespace(remote=lambda fn: SimpleNamespace(options=lambda **kw: task), get=never)
+    where = {"scratch": "/scratch/job-1", "node_id": "ab" * 28, "pid": 4242}
+    cancelled = RunCancelledError("Cancelled: its GPU host was killed.", "Run it again.")
+    err = landing.salvage_run(ray, where, None, tmp_path, cancelled)
+    assert isinstance(err, RunCancelledError) and err.hint == "Run it again."
+    assert str(err).startswith("Cancelled: its GPU host was killed. Its run folder was not")
+    assert "(TimeoutError)" in str(err) and "/scratch/job-1" in str(err)
+    assert landing.salvage_run(ray, {}, None, tmp_path, cancelled) is cancelled  # never started

@@ -42,6 +42,11 @@ def land(out: dict[str, Any], job: Job, root: Path) -> JobResult:
     return run
 
 
+# How long a cancel waits for a killed host's run folder. 30 s ran out once on a two-core
+# machine running eight test processes (2026-12-04; which step was slow is not known).
+SALVAGE_S = 60.0
+
+
 def salvage_run(
     ray: Any, where: dict[str, Any], ended: float | None, root: Path, err: RunCancelledError
 ) -> BaseException:
@@ -54,10 +59,15 @@ def salvage_run(
     try:
         strategy = NodeAffinitySchedulingStrategy(where["node_id"], soft=False)
         task = ray.remote(ray_node.salvage).options(num_cpus=0, scheduling_strategy=strategy)
-        data = ray.get(task.remote(where["scratch"], int(where["pid"])), timeout=30)
+        data = ray.get(task.remote(where["scratch"], int(where["pid"])), timeout=SALVAGE_S)
         run_ids = ray_node.unpack(data, root) if data else []
-    except Exception:  # the node may be gone too: the cancel itself stands
-        return err
+    except Exception as exc:  # the node may be gone too: the cancel itself stands
+        left = (
+            f" Its run folder was not brought back from node {where['node_id']} within "
+            f"{SALVAGE_S:.0f} s ({type(exc).__name__}); what it wrote stays under "
+            f"{where['scratch']} there."
+        )
+        return type(err)(err.message + left, err.hint) if type(err) is RunCancelledError else err
     for run_id in run_ids:
         write_where({**where, "run_id": run_id, "ended": ended}, root)
     return tag_run(err, run_ids[0]) if run_ids else err
