@@ -3,7 +3,8 @@ sessions, read two ways (docs/GPU_RUNS.md, 2026-12-04).
 
 On 2026-12-04 an honest baseline's pre-flight counted 0 kernels in one of its calls, and the
 comparison failed. torch 2.11+cu130 carries CUPTI 13.0, whose kernel records can be dropped by
-kineto (pytorch/pytorch#192021, fixed in CUPTI 13.1). This runs ``--calls`` one-kernel calls,
+kineto (pytorch/pytorch#192021, fixed in CUPTI 13.1). The probe found none lost in 400
+sessions; the cause was a variant's replaced ``torch.cuda.synchronize`` (docs/GPU_RUNS.md). This runs ``--calls`` one-kernel calls,
 each in its own session after an idle gap of 0-20 ms (as the pre-flight's calls are), and
 counts, per way of reading:
 

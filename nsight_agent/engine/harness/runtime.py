@@ -208,6 +208,9 @@ def run_order(names: Sequence[str], run: int) -> list[str]:
     return rotated if run % 2 == 0 else rotated[::-1]
 
 
+_SYNC: list[Callable[[], None]] = []  # torch.cuda.synchronize as pinned by pin_synchronize
+
+
 def pin_synchronize() -> None:
     """Keep ``torch.cuda.synchronize`` as it is now, before any user code runs (the first call
     in a process wins): a variant that replaces it must not make the harness's own waits
@@ -218,9 +221,6 @@ def pin_synchronize() -> None:
         import torch
 
         _SYNC.append(torch.cuda.synchronize)
-
-
-_SYNC: list[Callable[[], None]] = []
 
 
 def synchronize(device: str) -> None:

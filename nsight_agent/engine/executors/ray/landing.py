@@ -67,7 +67,11 @@ def salvage_run(
             f"{SALVAGE_S:.0f} s ({type(exc).__name__}); what it wrote stays under "
             f"{where['scratch']} there."
         )
-        return type(err)(err.message + left, err.hint) if type(err) is RunCancelledError else err
+        return (
+            RunCancelledError(err.message + left, err.hint)
+            if type(err) is RunCancelledError
+            else err
+        )
     for run_id in run_ids:
         write_where({**where, "run_id": run_id, "ended": ended}, root)
     return tag_run(err, run_ids[0]) if run_ids else err
