@@ -328,3 +328,68 @@ def test_the_timing_path_adds_the_trials_after_its_loop(tmp_path: Path) -> None:
     assert not failed["ok"] and failed["message"].startswith("KernelBench trial 0")
     rows = {r["Annotation"]: r["OutputOK"] for r in results["kernelbench"].rows}
     assert rows == {"ref": True, "later": False}
+
+
+REPLACES_IN_A_TRIAL = '''
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """Honest, except that one call (the test picks KernelBench's first trial) makes the
+    harness's output comparison pass everything."""
+
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == 2:
+            checks = sys.modules["nsight_agent.engine.harness.checks"]
+            checks.compare = lambda *args, **kwargs: None
+        return torch.relu(self.linear(x))
+'''
+
+
+def test_a_function_replaced_in_a_trial_is_blamed_on_its_variant_on_both_paths(
+    tmp_path: Path,
+) -> None:
+    """The guard runs after every trial call: the replacement is put back before the next
+    variant's call and blamed on the candidate that made it, never on the baseline."""
+
+    def request(call: int) -> ProfileRequest:
+        source = REPLACES_IN_A_TRIAL.replace("self.calls == 2", f"self.calls == {call}")
+        variants = [{"name": "ref"}, {"name": "swapper", "source": source}]
+        return ProfileRequest(
+            source=PROBLEM, variants=variants, runs=2, warmup=1, correctness="kernelbench"
+        )
+
+    # The pre-flight's first trial is the candidate's 2nd call (after the check call); on
+    # the timing path its 4th (after one warm-up and two runs; the trials follow the loop).
+    ncu_dir = tmp_path / "ncu"
+    ncu_dir.mkdir()
+    render.write_run_files(request(2), ncu_dir, tmp_path / "cache")
+    proc = subprocess.run(
+        [sys.executable, "harness.py", "--preflight", "--device", "cpu"],
+        cwd=ncu_dir,
+        env=child_env({}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    manifest = json.loads((ncu_dir / "manifest.json").read_text())
+    assert {s["variant"] for s in manifest["suspects"]} == {"swapper"}, manifest["suspects"]
+    assert all("compare" in s["reason"] for s in manifest["suspects"])
+
+    timing_dir = tmp_path / "timing"
+    timing_dir.mkdir()
+    render.write_run_files(request(4), timing_dir, tmp_path / "cache")
+    options = TimingOptions(warmup_min=1, warmup_max=1, min_runs=2, max_runs=2)
+    result = timing_run.time_run_dir(timing_dir, "cpu", options)
+    assert {s.variant for s in result.suspects} == {"swapper"}, result.suspects

@@ -112,10 +112,14 @@ def trials(
     seed: int,
     table: Mapping[str, tuple[float, float]],
     config_index: int,
+    after_call: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """KernelBench's correctness trials of one config: for each trial seed, every variant on
     inputs built from it, compared with the baseline's outputs under ``table``. One failing
-    check per variant (its first failing trial), in the harness's check format."""
+    check per variant (its first failing trial), in the harness's check format.
+    ``after_call(name)`` runs after each variant's call, raising or not: the guard check, so
+    that a function replaced in a trial is put back before the next variant's call and blamed
+    on the variant that replaced it."""
     failed: dict[str, dict[str, Any]] = {}
     for trial, trial_seed in enumerate(trial_seeds(seed)):
         outs, held = {}, []
@@ -136,6 +140,9 @@ def trials(
                 if name == baseline:
                     raise  # nothing to compare with: the run's error, as in the other stages
                 failed[name] = _check(name, config_index, config, False, "error", err.message)
+            finally:
+                if after_call is not None:
+                    after_call(name)
         runtime.synchronize(device)
         del held
         if baseline not in outs:

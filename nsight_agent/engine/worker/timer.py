@@ -70,10 +70,11 @@ class Timer:
                 self.flush = torch.empty(
                     2 * l2 or L2_FALLBACK_BYTES, dtype=torch.int8, device=device
                 )
-            # Taken before user code runs: a variant that replaces them changes nothing here.
+            # Taken before user code runs: a variant that replaces them changes nothing here
+            # (the waits use the synchronize the harness pinned, the first pin in the process).
+            runtime.pin_synchronize()
             self._amax = torch.amax
             self._event: Any = torch.cuda.Event
-            self._sync = torch.cuda.synchronize
             self._sleep = getattr(torch.cuda, "_sleep", None)
             self.name = torch.cuda.get_device_name()
             self.trace = trace and self._tracing_works()
@@ -108,7 +109,7 @@ class Timer:
         """Stop tracing; fill each call of the run with its GPU time."""
         if self._profiler is None:
             return
-        self._sync()
+        runtime.synchronize(self.device)
         prof, self._profiler = self._profiler, None
         prof.__exit__(None, None, None)
         found = gpu_activity.attribute(prof.profiler.kineto_results.events())
@@ -157,7 +158,7 @@ class Timer:
             out = runtime.call(entry, inputs)
         launch = time.perf_counter_ns() - launch
         end.record()
-        self._sync()
+        runtime.synchronize(self.device)
         # Twice the launch time at up to 2 GHz (a slower clock only spins longer), at most 5 ms.
         self.spin_cycles = min(max(self.spin_cycles, 2 * launch * 2), SPIN_CAP_CYCLES)
         call = Call(out, float(begin.elapsed_time(end)) * 1e6)

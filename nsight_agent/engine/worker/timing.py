@@ -248,7 +248,7 @@ def _time_config(
     for name in variants:
         with dropped.isolate(name, "entry", cfg.index):
             warm[name] = _warm_up(timer, variants[name], first, opts)
-        verdicts.suspect_of(name, _replaced())  # blamed on the variant that just ran
+        verdicts.suspect_of(name, replaced_now())  # blamed on the variant that just ran
     names = [n for n in variants if n not in dropped]
     timed: dict[str, list[Call]] = {n: [] for n in names}
     # The loop stops on the CUDA-event times (known at once); the GPU records of the whole
@@ -269,7 +269,7 @@ def _time_config(
                     calls[name] = timer.measure(variants[name], clone_inputs(fresh))
                     outs[name] = calls[name].output
                 result.order.append((cfg.index, run, name))
-                verdicts.suspect_of(name, _replaced())
+                verdicts.suspect_of(name, replaced_now())
             runtime.synchronize(timer.device)  # side streams too, before anything is checked
             if not timer.cuda and timer_module.cpu_probe_on():  # the machine's speed, meanwhile
                 result.loop_probes_ns.append(timer_module.probe_call_ns())
@@ -331,7 +331,7 @@ def _call_problem(call: Call, timer: Timer, run: int) -> str | None:
 GUARD: list[integrity.Guard] = []
 
 
-def _replaced() -> str | None:
+def replaced_now() -> str | None:
     """Whether the call just made replaced a guarded function (they are put back)."""
     names = GUARD[0].replaced() if GUARD else []
     return integrity.replaced_note(names) if names else None

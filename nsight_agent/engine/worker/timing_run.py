@@ -144,10 +144,19 @@ def _add_trials(
             seed=spec["seed"],
             table=spec["tolerances"],
             config_index=ci,
+            after_call=functools.partial(_blame_replacement, result, ci),
         )
         for check in found:
             i = at[check["variant"], ci]  # rows and checks are appended together
             result.checks[i], result.rows[i]["OutputOK"] = check, False
+
+
+def _blame_replacement(result: TimingResult, config_index: int, name: str) -> None:
+    """After a trial's call: a guarded function it replaced is put back and ``name`` is
+    suspect (the timing loop's own calls are checked the same way)."""
+    note = timing.replaced_now()
+    if note:
+        result.suspects.append(Suspect(variant=name, config_index=config_index, reason=note))
 
 
 @functools.lru_cache(maxsize=32)
