@@ -29,7 +29,8 @@ from a limit so shortened says "budget-limited"). The JSON (every row and a summ
 markdown table for docs/BENCHMARKS.md are rewritten after every problem, so a run cut off
 still keeps what ran. Rows already in ``DIR/kernelbench_sweep.json`` are kept (a new row
 replaces its problem's old one); ``--skip N`` starts each phase at its N-th problem (to go
-on where a call stopped) and ``--merge`` combines the JSON of several calls::
+on where a call stopped), ``--files A.py,B.py`` runs only those problems (e.g. again, after a
+fix) and ``--merge`` combines the JSON of several calls::
 
     bash .whl/gpu-run.sh 'python3 bench/kernelbench_sweep.py --kb .kb --out $OUT/kb \\
         --phase timing --levels 2,3 --budget-s 420'
@@ -424,13 +425,15 @@ def new_row(phase: str, index: int, problem: Problem) -> dict[str, Any]:
 
 
 def each_problem(
-    sweep: Sweep, phase: str, problems: list[Problem], skip: int
+    sweep: Sweep, phase: str, problems: list[Problem], args: argparse.Namespace
 ) -> Iterator[tuple[dict[str, Any], Problem]]:
-    """Each problem's fresh row, to fill; once the budget is spent the rest are recorded as
-    not run. The caller records the row it was given."""
+    """Each problem's fresh row, to fill, from the ``--skip``-th on (only the ``--files``
+    named, when given; a row keeps its place in the whole phase); once the budget is spent
+    the rest are recorded as not run. The caller records the row it was given."""
     total = len(problems)
+    only = {f.strip() for f in (args.files or "").split(",") if f.strip()}
     for index, problem in enumerate(problems):
-        if index < skip:
+        if index < args.skip or (only and problem.file not in only):
             continue
         row = new_row(phase, index, problem)
         if sweep.spent():
@@ -496,7 +499,7 @@ def timing_phase(
             raise RuntimeError(f"run {run.run_id} has no time for 'ref'")
         return {"run_id": run.run_id, "time_ns": time_ns, "detail": f"{time_ns / 1e3:.4g} us"}
 
-    for row, problem in each_problem(sweep, "timing", problems, args.skip):
+    for row, problem in each_problem(sweep, "timing", problems, args):
         attempt(sweep, row, len(problems), functools.partial(one, problem))
 
 
@@ -567,7 +570,7 @@ def diagnose_phase(
             found["detail"] = f"{found['groups']} groups, causes {found.get('step_causes')}"
         return found
 
-    for row, problem in each_problem(sweep, phase, problems, args.skip):
+    for row, problem in each_problem(sweep, phase, problems, args):
         attempt(sweep, row, len(problems), functools.partial(one, problem))
 
 
@@ -645,7 +648,7 @@ def compile_phase(
             raise Failed("; ".join(errors))
         return {}
 
-    for row, problem in each_problem(sweep, "compile", problems, args.skip):
+    for row, problem in each_problem(sweep, "compile", problems, args):
         attempt(sweep, row, len(problems), functools.partial(one, problem, row))
 
 
@@ -846,6 +849,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=10, help="level 3 models sampled")
     ap.add_argument("--compile", type=int, default=20, help="level 1-2 problems sampled")
     ap.add_argument("--skip", type=int, default=0, help="skip each phase's first N problems")
+    ap.add_argument("--files", help="only these problem files (comma-separated names)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, help="start no problem after this long")
     ap.add_argument("--problem-timeout-s", type=float, default=300.0)

@@ -152,3 +152,11 @@ def test_a_limit_cut_by_the_budget_is_named_in_the_cause(
     (row,) = read(out)["rows"]
     assert row["status"] == "failed" and row["cause"].startswith("budget-limited: "), row
     assert row["seconds"] < 20  # not the 20 s sleep: the cut limit ended it
+
+
+def test_files_runs_only_the_named_problems_in_their_places(tmp_path: Path) -> None:
+    kb, out = fake_kb(tmp_path / "kb"), tmp_path / "out"
+    argv = ["--kb", str(kb), "--out", str(out), "--phase", "timing", "--levels", "1"]
+    assert sweep.main([*argv, "--files", "2_Broken.py", "--runs-root", str(tmp_path / "r")]) == 0
+    (row,) = read(out)["rows"]
+    assert (row["file"], row["index"], row["status"]) == ("2_Broken.py", 1, "failed")

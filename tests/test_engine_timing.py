@@ -194,3 +194,26 @@ def test_short_cuda_event_rows_carry_a_warning_and_long_or_cpu_rows_do_not() -> 
     assert cupti.startswith("2 row(s) under 100 us (shortest 4.2 us)")
     assert "0.5-1.1 us shorter than ncu's kernel duration" in cupti
     assert short_kernel_warning(frame.iloc[2:], "cupti") == []
+
+
+def test_outputs_of_earlier_runs_are_let_go_during_the_loop() -> None:
+    """Each run's outputs go once they are checked: only run 0's (kept for the re-check) and
+    the previous run's (the storage watch) stay. Held for every run, KernelBench's 6 GiB
+    level-1 activations ran the H200 out of memory."""
+    import weakref
+
+    made: list[weakref.ref[torch.Tensor]] = []
+    alive_at_call: list[int] = []
+
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        alive_at_call.append(sum(r() is not None for r in made))
+        out = torch.add(x, y)
+        made.append(weakref.ref(out))
+        return out
+
+    options = timing.TimingOptions(min_runs=16, max_runs=16, max_seconds=30.0)
+    result = timing.time_variants(setup, {"A": add}, [{"n": 64}], baseline="A", options=options)
+    assert result.rows[0]["NumRuns"] == 16
+    assert len(alive_at_call) > 16
+    # run 0's output, its copy's source, and the previous run's: a bound that does not grow
+    assert max(alive_at_call) <= 3, alive_at_call

@@ -262,3 +262,20 @@ def test_the_relative_error_below_one() -> None:
 def test_every_key_of_a_dict_is_kept() -> None:
     x, y = torch.zeros(1), torch.ones(1)
     assert [p for p, _ in checks.flatten({"a": x, "b": y})] == ["out['a']", "out['b']"]
+
+
+def test_errors_in_chunks_equal_the_whole_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big output is compared chunk by chunk (float64 temporaries of a whole 6 GiB output
+    ran the H200 out of memory): the errors and the count do not depend on the chunk size,
+    including a chunk that does not divide the size and the worst element in the last one."""
+    gen = torch.Generator().manual_seed(5)
+    want = torch.rand(3, 1001, generator=gen) + 0.5
+    got = want.clone()
+    got[0, 3] += 1e-3  # out of tolerance in the first chunk
+    got[2, 1000] -= 0.25  # the largest error, in the last (short) chunk
+    whole = checks.compare(got, want, 1e-4, 1e-5)
+    monkeypatch.setattr(checks, "ERROR_CHUNK", 64)
+    chunked = checks.compare(got, want, 1e-4, 1e-5)
+    assert whole.to_dict() == chunked.to_dict()
+    assert "2 of 3003 elements differ" in chunked.message
+    assert chunked.max_abs_err == pytest.approx(0.25, rel=1e-6)

@@ -178,6 +178,10 @@ def test_the_trials_keep_every_input_alive_until_the_device_is_synchronized(
         seen.clear()
 
     monkeypatch.setattr(adapter_module.runtime, "synchronize", synchronize)
+    # only the trial's own wait is counted here, not the one that readies each input
+    monkeypatch.setattr(
+        adapter_module.runtime, "build_inputs", lambda setup, config, device: setup(**config)
+    )
     checks = adapter_module.trials(
         setup, {"ref": entry, "new": entry, "other": entry}, {"n": 8},
         baseline="ref", device="cpu", seed=1, table={"float32": (1e-2, 1e-2)}, config_index=0,
@@ -393,3 +397,20 @@ def test_a_function_replaced_in_a_trial_is_blamed_on_its_variant_on_both_paths(
     options = TimingOptions(warmup_min=1, warmup_max=1, min_runs=2, max_runs=2)
     result = timing_run.time_run_dir(timing_dir, "cpu", options)
     assert {s.variant for s in result.suspects} == {"swapper"}, result.suspects
+
+
+def test_inputs_are_ready_before_any_entry_sees_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built inputs are waited for on the GPU before build_inputs returns: KernelBench's
+    non-blocking-stream kernel read half-made inputs on the H200 and was called incorrect by a
+    race of ours, differently on each method."""
+    from nsight_agent.engine.harness import runtime
+
+    events: list[str] = []
+    monkeypatch.setattr(runtime, "synchronize", lambda device: events.append(f"sync {device}"))
+
+    def setup(n: int, device: str) -> tuple[torch.Tensor]:
+        events.append("setup")
+        return (torch.ones(n),)
+
+    (x,) = runtime.build_inputs(setup, {"n": 3}, "cuda:0")
+    assert events == ["setup", "sync cuda:0"] and x.tolist() == [1.0, 1.0, 1.0]

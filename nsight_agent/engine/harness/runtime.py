@@ -169,10 +169,15 @@ def seed_all(seed: int) -> None:
 
 
 def build_inputs(setup: Callable[..., Any], config: dict[str, Any], device: str) -> Any:
-    """``setup(**config, device=device)``; ``device`` only if setup takes it."""
+    """``setup(**config, device=device)``; ``device`` only if setup takes it. The inputs are
+    ready when this returns: an entry that computes on a stream of its own, which does not
+    wait for the caller's (KernelBench's non-blocking-stream test kernel), would otherwise
+    read them half written, and its check would depend on a race of ours."""
     params = inspect.signature(setup).parameters
     takes_device = "device" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
-    return setup(**config, device=device) if takes_device else setup(**config)
+    built = setup(**config, device=device) if takes_device else setup(**config)
+    synchronize(device)
+    return built
 
 
 def call(entry: Callable[..., Any], inputs: Any) -> Any:

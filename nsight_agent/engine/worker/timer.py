@@ -142,6 +142,9 @@ class Timer:
             return Call(out, float(time.perf_counter_ns() - start))
         self.flush_l2()
         integrity.reset_persisting_l2()
+        # The inputs' copies (and the flush) are done before the call: an entry on a stream
+        # that does not wait for ours would read them half made, its check a race of ours.
+        runtime.synchronize(self.device)
         if self.spin_cycles and self._sleep is not None:
             self._sleep(self.spin_cycles)
         begin: Any = self._event(enable_timing=True)
