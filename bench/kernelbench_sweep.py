@@ -30,7 +30,8 @@ markdown table for docs/BENCHMARKS.md are rewritten after every problem, so a ru
 still keeps what ran. Rows already in ``DIR/kernelbench_sweep.json`` are kept (a new row
 replaces its problem's old one); ``--skip N`` starts each phase at its N-th problem (to go
 on where a call stopped), ``--files A.py,B.py`` runs only those problems (e.g. again, after a
-fix) and ``--merge`` combines the JSON of several calls::
+fix), ``--shard K/N`` only every N-th from the K-th (N processes, each on a GPU of its own:
+``CUDA_VISIBLE_DEVICES``) and ``--merge`` combines the JSON of several calls::
 
     bash .whl/gpu-run.sh 'python3 bench/kernelbench_sweep.py --kb .kb --out $OUT/kb \\
         --phase timing --levels 2,3 --budget-s 420'
@@ -432,8 +433,9 @@ def each_problem(
     the rest are recorded as not run. The caller records the row it was given."""
     total = len(problems)
     only = {f.strip() for f in (args.files or "").split(",") if f.strip()}
+    shard, shards = args.shard
     for index, problem in enumerate(problems):
-        if index < args.skip or (only and problem.file not in only):
+        if index < args.skip or (only and problem.file not in only) or index % shards != shard:
             continue
         row = new_row(phase, index, problem)
         if sweep.spent():
@@ -838,6 +840,14 @@ def merge_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """ "K/N" with 0 <= K < N."""
+    found = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not found or not int(found.group(1)) < int(found.group(2)):
+        raise argparse.ArgumentTypeError(f"--shard takes K/N with 0 <= K < N, not {text!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--kb", type=Path, default=ROOT / ".kb", help="KernelBench checkout")
@@ -850,6 +860,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--compile", type=int, default=20, help="level 1-2 problems sampled")
     ap.add_argument("--skip", type=int, default=0, help="skip each phase's first N problems")
     ap.add_argument("--files", help="only these problem files (comma-separated names)")
+    ap.add_argument(
+        "--shard",
+        type=_shard,
+        default=(0, 1),
+        help="K/N: only the problems whose place in the phase is K modulo N (one GPU each)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, help="start no problem after this long")
     ap.add_argument("--problem-timeout-s", type=float, default=300.0)

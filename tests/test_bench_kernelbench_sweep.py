@@ -160,3 +160,23 @@ def test_files_runs_only_the_named_problems_in_their_places(tmp_path: Path) -> N
     assert sweep.main([*argv, "--files", "2_Broken.py", "--runs-root", str(tmp_path / "r")]) == 0
     (row,) = read(out)["rows"]
     assert (row["file"], row["index"], row["status"]) == ("2_Broken.py", 1, "failed")
+
+
+def test_two_shards_split_a_phase_and_merge_back_whole(tmp_path: Path) -> None:
+    kb = fake_kb(tmp_path / "kb")
+    argv = ["--kb", str(kb), "--phase", "timing", "--levels", "1"]
+    for k in (0, 1):
+        out = tmp_path / f"shard{k}"
+        runs = str(tmp_path / f"r{k}")
+        assert sweep.main([*argv, "--out", str(out), "--shard", f"{k}/2", "--runs-root", runs]) == 0
+    assert [r["file"] for r in read(tmp_path / "shard0")["rows"]] == ["1_Tiny.py"]
+    assert [r["file"] for r in read(tmp_path / "shard1")["rows"]] == ["2_Broken.py"]
+    parts = [str(tmp_path / f"shard{k}" / sweep.JSON_NAME) for k in (0, 1)]
+    assert sweep.main(["--out", str(tmp_path / "all"), "--merge", *parts]) == 0
+    merged = read(tmp_path / "all")
+    assert [(r["file"], r["status"]) for r in merged["rows"]] == [
+        ("1_Tiny.py", "ok"),
+        ("2_Broken.py", "failed"),
+    ]
+    with pytest.raises(SystemExit):
+        sweep.parse(["--shard", "2/2"])

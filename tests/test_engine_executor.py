@@ -268,7 +268,19 @@ def test_local_slots_follow_cuda_visible_devices(
     monkeypatch: pytest.MonkeyPatch, visible: str, slots: list[str]
 ) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setattr(pinning, "_nvml_count", lambda: 4)  # a machine with GPUs
     assert ex.local_slots() == slots
+
+
+def test_cuda_visible_devices_on_a_machine_without_a_gpu_is_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Set where there is no GPU (a CI image, Ray's logical GPUs): every job ran as a CUDA
+    job and its harness died without a report."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(pinning, "_nvml_count", lambda: None)
+    monkeypatch.setattr(pinning, "_torch_count", lambda: 0)
+    assert ex.local_slots() == ["cpu"]
 
 
 def test_local_slots_without_a_gpu_are_one_cpu_slot(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,16 +56,21 @@ def pinned(device: str | None) -> Iterator[None]:
 def local_slots() -> list[str]:
     """This machine's GPUs as ``CUDA_VISIBLE_DEVICES`` entries; ["cpu"] when it has none.
 
-    An existing ``CUDA_VISIBLE_DEVICES`` is the list (its entries, ids or UUIDs, are what a
-    child must be given); else NVML's count, else torch's, else no GPU."""
+    On a machine with a GPU (NVML's count, else torch's), an existing ``CUDA_VISIBLE_DEVICES``
+    is the list (its entries, ids or UUIDs, are what a child must be given), else every GPU.
+    Without one it is ["cpu"], whatever ``CUDA_VISIBLE_DEVICES`` says: set on a CPU-only
+    machine (a CI image, Ray's logical GPUs), it made every job a CUDA job whose harness died.
+    """
+    count = _nvml_count()
+    if count is None:
+        count = _torch_count()
+    if not count:
+        return ["cpu"]
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         ids = [d.strip() for d in visible.split(",") if d.strip()]
         return ids if ids and not ids[0].startswith("-") else ["cpu"]
-    count = _nvml_count()
-    if count is None:
-        count = _torch_count()
-    return [str(i) for i in range(count)] or ["cpu"]
+    return [str(i) for i in range(count)]
 
 
 def has_gpu() -> bool:
