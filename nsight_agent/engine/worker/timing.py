@@ -267,7 +267,8 @@ def _time_config(
             for name in [n for n in runtime.run_order(names, run) if n not in dropped]:
                 with dropped.isolate(name, "entry", cfg.index):
                     calls[name] = timer.measure(variants[name], clone_inputs(fresh))
-                    outs[name] = calls[name].output
+                    # outputs live in `outs` for this run only (6 GiB each: KernelBench, OOM)
+                    outs[name], calls[name].output = calls[name].output, None
                 result.order.append((cfg.index, run, name))
                 verdicts.suspect_of(name, replaced_now())
             runtime.synchronize(timer.device)  # side streams too, before anything is checked
@@ -276,19 +277,14 @@ def _time_config(
             for name, call in calls.items():
                 timed[name].append(call)
                 estimates[name].append(call.events_ns)
-                verdicts.suspect_of(name, watch.reused(name, call.output))
-                problem = integrity.plain_output_problem(call.output)
+                verdicts.suspect_of(name, watch.reused(name, outs[name]))
+                problem = integrity.plain_output_problem(outs[name])
                 verdicts.suspect_of(name, f"run {run}: {problem}" if problem else None)
             if baseline in outs:
                 verdicts.run(outs, run)
             if run == 0:
                 kept = {n: (o, clone_inputs(o)) for n, o in outs.items()}
                 verdicts.written = {n: integrity.output_bytes(o) for n, o in outs.items()}
-            # Each run's outputs go once checked (the watch keeps what it compares with): held
-            # for every run, KernelBench's 6 GiB activations ran the H200 out of memory.
-            for call in calls.values():
-                call.output = None
-            del outs, calls
             live = [s for n, s in estimates.items() if n not in dropped]
             done = run + 1 >= opts.min_runs and all(
                 converged(s, opts.ci_target_pct) for s in live if s
