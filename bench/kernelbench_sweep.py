@@ -482,6 +482,15 @@ def _time_ns(run: RunResult, variant: str, column: str = "AvgValue") -> float | 
     return float(rows[column].iloc[0]) if len(rows) and column in rows else None
 
 
+def _stage_seconds(run: RunResult) -> dict[str, float] | None:
+    """Where the run's wall time went, by stage (its status record)."""
+    from nsight_agent.engine.store.run_status import read_status
+
+    status = read_status(run.run_dir) or {}
+    found = status.get("stage_seconds")
+    return found if isinstance(found, dict) else None
+
+
 def timing_phase(
     sweep: Sweep, where: Measuring, problems: list[Problem], args: argparse.Namespace
 ) -> None:
@@ -499,7 +508,13 @@ def timing_phase(
         time_ns = _time_ns(run, "ref")
         if time_ns is None:
             raise RuntimeError(f"run {run.run_id} has no time for 'ref'")
-        return {"run_id": run.run_id, "time_ns": time_ns, "detail": f"{time_ns / 1e3:.4g} us"}
+        return {
+            "run_id": run.run_id,
+            "time_ns": time_ns,
+            "runs": _time_ns(run, "ref", "NumRuns"),
+            "stage_seconds": _stage_seconds(run),
+            "detail": f"{time_ns / 1e3:.4g} us",
+        }
 
     for row, problem in each_problem(sweep, "timing", problems, args):
         attempt(sweep, row, len(problems), functools.partial(one, problem))
@@ -613,6 +628,7 @@ def compile_phase(
             "ours_speedup": overall.geomean_speedup,
             "ours_verdict": overall.verdict,
             "ours_check": check,
+            "ours_stage_seconds": _stage_seconds(run),
         }
 
     def theirs(problem: Problem) -> dict[str, Any]:

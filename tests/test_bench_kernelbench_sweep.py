@@ -45,6 +45,9 @@ def test_timing_phase_records_a_time_and_a_cause(tmp_path: Path) -> None:
     ok, broken = rows["1_Tiny.py"], rows["2_Broken.py"]
     assert ok["status"] == "ok" and ok["cause"] is None, ok
     assert ok["time_ns"] > 0 and ok["run_id"] and ok["seconds"] > 0
+    assert ok["runs"] >= 5  # NumRuns of the reference
+    assert {"pre-flight", "timing"} <= ok["stage_seconds"].keys(), ok["stage_seconds"]
+    assert sum(ok["stage_seconds"].values()) <= ok["seconds"]
     assert broken["status"] == "failed"
     assert broken["cause"].startswith("SourceError: setup failed"), broken
     assert "ValueError: no inputs today" in broken["cause"]

@@ -102,3 +102,26 @@ def test_the_runs_folder_follows_the_cache_convention(
     assert default_runs_root() == tmp_path / "xdg" / "nsight-agent" / "runs"
     monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "mine"))
     assert default_runs_root() == tmp_path / "mine"
+
+
+def test_the_status_says_how_long_each_stage_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a slow run's time went (KernelBench's level-1 problems took 16-36 s each on the
+    H200 and nothing said where): wall seconds per stage, also for a stage entered twice."""
+    clock = iter([0.0, 0.5, 2.5, 10.0, 10.25, 11.0])
+    monkeypatch.setattr(run_status.time, "monotonic", lambda: next(clock))
+    record = run_status.RunRecord(tmp_path, "r1")  # 0.0
+    record.stage("pre-flight")  # 0.5
+    record.stage("timing")  # 2.5
+    record.stage("pre-flight")  # 10.0
+    record.stage("check")  # 10.25
+    record.passed()  # 11.0
+    status = run_status.read_status(tmp_path)
+    assert status is not None and status["status"] == "passed"
+    assert status["stage_seconds"] == {
+        "created": 0.5,
+        "pre-flight": 2.25,
+        "timing": 7.5,
+        "check": 0.75,
+    }

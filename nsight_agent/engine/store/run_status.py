@@ -127,17 +127,24 @@ class RunRecord:
         self.run_dir, self.run_id, self.current = run_dir, run_id, "created"
         self.ended = False
         self._lock = threading.Lock()
+        # wall seconds per stage, in the status (where a slow run's time went)
+        self.stage_seconds: dict[str, float] = {}
+        self._since = time.monotonic()
 
     def _write(self, status: str, **fields: Any) -> None:
         with self._lock:
             if self.ended:
                 return
             self.ended = status in FINAL
-            write_status(self.run_dir, self.run_id, status, **fields)
+            now = time.monotonic()
+            spent = self.stage_seconds.get(self.current, 0.0) + now - self._since
+            self.stage_seconds[self.current], self._since = round(spent, 3), now
+            seconds = dict(self.stage_seconds)
+            write_status(self.run_dir, self.run_id, status, stage_seconds=seconds, **fields)
 
     def stage(self, name: str) -> None:
+        self._write("running", stage=name)  # closes the previous stage's seconds
         self.current = name
-        self._write("running", stage=name)
 
     def passed(self, variants: dict[str, dict[str, Any]] | None = None) -> None:
         """The run passed; ``variants``: those that failed alone (name -> verdict, stage,
