@@ -291,7 +291,8 @@ def wrong_after(calls: int, **extra: Any) -> ProfileRequest:
     return ProfileRequest(source=PROBLEM, variants=variants, runs=2, warmup=1, **extra)
 
 
-def preflight_checks(tmp_path: Path, req: ProfileRequest) -> list[dict[str, Any]]:
+def preflight_manifest(tmp_path: Path, req: ProfileRequest) -> dict[str, Any]:
+    """The real harness's pre-flight on the CPU in a new folder ``tmp_path``: its manifest."""
     tmp_path.mkdir()
     render.write_run_files(req, tmp_path, tmp_path / "cache")
     proc = subprocess.run(
@@ -304,7 +305,12 @@ def preflight_checks(tmp_path: Path, req: ProfileRequest) -> list[dict[str, Any]
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    checks: list[dict[str, Any]] = json.loads((tmp_path / "manifest.json").read_text())["checks"]
+    manifest: dict[str, Any] = json.loads((tmp_path / "manifest.json").read_text())
+    return manifest
+
+
+def preflight_checks(tmp_path: Path, req: ProfileRequest) -> list[dict[str, Any]]:
+    checks = preflight_manifest(tmp_path, req)["checks"]
     return [c for c in checks if c["variant"] == "later" and not c["ok"]]
 
 
@@ -374,20 +380,7 @@ def test_a_function_replaced_in_a_trial_is_blamed_on_its_variant_on_both_paths(
 
     # The pre-flight's first trial is the candidate's 2nd call (after the check call); on
     # the timing path its 4th (after one warm-up and two runs; the trials follow the loop).
-    ncu_dir = tmp_path / "ncu"
-    ncu_dir.mkdir()
-    render.write_run_files(request(2), ncu_dir, tmp_path / "cache")
-    proc = subprocess.run(
-        [sys.executable, "harness.py", "--preflight", "--device", "cpu"],
-        cwd=ncu_dir,
-        env=child_env({}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    manifest = json.loads((ncu_dir / "manifest.json").read_text())
+    manifest = preflight_manifest(tmp_path / "ncu", request(2))
     assert {s["variant"] for s in manifest["suspects"]} == {"swapper"}, manifest["suspects"]
     assert all("compare" in s["reason"] for s in manifest["suspects"])
 
