@@ -55,6 +55,21 @@ def test_only_buffers_means_nothing_to_vary() -> None:
     assert integrity.seed_ignored((torch.ones(8) * torch.arange(8),), (torch.arange(8.0),))
 
 
+def test_inputs_compare_in_chunks_like_torch_equal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two builds compared chunk by chunk on their device: a difference in the last element,
+    on a chunk boundary or in a non-contiguous view is found; equal builds stay equal."""
+    monkeypatch.setattr(integrity, "EQUAL_CHUNK", 7)
+    a = torch.rand(5, 9)
+    assert integrity.same_values((a,), (a.clone(),))
+    for at in (0, 6, 7, 44):
+        b = a.clone()
+        b.view(-1)[at] += 1.0
+        assert not integrity.same_values((a,), (b,)), at
+    assert integrity.equal_tensors(a.t(), a.clone().t())
+    assert not integrity.equal_tensors(a.t(), a.t().contiguous() + 1.0)
+    assert not integrity.seed_ignored((torch.rand(50),), (torch.rand(50),))
+
+
 def test_an_accumulator_kernel_compares_within_noise_and_is_not_refilled(tmp_path: Path) -> None:
     request = ProfileRequest(
         source=ACCUMULATOR,
