@@ -355,6 +355,7 @@ class Sweep:
         self.out, self.budget_s, self.meta = out, budget_s, meta
         self.start = time.monotonic()
         self.cut = False
+        self.runs_root: Path | None = None  # where the runs are: their stage seconds
         self.old: list[dict[str, Any]] = []
         self.new: list[dict[str, Any]] = []
         previous = out / JSON_NAME
@@ -459,6 +460,8 @@ def attempt(
         if sweep.cut and TIMED_OUT.search(cause):  # said first, so such failures group apart
             cause = f"budget-limited: {cause}"
         row.update(status="failed", cause=cause)
+        # the stages that ended before it failed: where a killed run's time went
+        row.setdefault("stage_seconds", _stage_seconds_of(sweep, getattr(err, "run_id", None)))
     row["seconds"] = round(time.monotonic() - start, 3)
     sweep.record(row, total)
 
@@ -484,11 +487,23 @@ def _time_ns(run: RunResult, variant: str, column: str = "AvgValue") -> float | 
 
 def _stage_seconds(run: RunResult) -> dict[str, float] | None:
     """Where the run's wall time went, by stage (its status record)."""
+    return _stage_seconds_in(run.run_dir)
+
+
+def _stage_seconds_in(run_dir: Path) -> dict[str, float] | None:
     from nsight_agent.engine.store.run_status import read_status
 
-    status = read_status(run.run_dir) or {}
+    status = read_status(run_dir) or {}
     found = status.get("stage_seconds")
     return found if isinstance(found, dict) else None
+
+
+def _stage_seconds_of(sweep: Sweep, run_id: str | None) -> dict[str, float] | None:
+    """A run's stage seconds by its id, in the sweep's runs folder (a diagnosis and a failure
+    carry the id, not the run)."""
+    if not run_id or sweep.runs_root is None:
+        return None
+    return _stage_seconds_in(sweep.runs_root / run_id)
 
 
 def timing_phase(
@@ -581,7 +596,7 @@ def diagnose_phase(
             "timeout_s": sweep.timeout(args.problem_timeout_s),
         }
         d = diagnose_source(fields, where, deep=args.deep, limit=DIAGNOSED)
-        found = diagnosis_fields(d)
+        found = diagnosis_fields(d) | {"stage_seconds": _stage_seconds_of(sweep, d.run_id)}
         if phase == "steps":
             found |= step_fields(d)
             found["detail"] = f"{found['groups']} groups, causes {found.get('step_causes')}"
@@ -785,15 +800,33 @@ def run_meta(args: argparse.Namespace, phases: list[str]) -> dict[str, Any]:
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": _quiet(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
-        "kb": str(args.kb),
+        "kb": _portable(str(args.kb)),
         "kb_commit": kb_commit.read_text().strip()[:12] if kb_commit.exists() else None,
         "gpu": _quiet(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]),
         "ncu": _quiet(["ncu", "--version"]),
         "python": platform.python_version(),
         "torch": _version("torch"),
         "phases": phases,
-        "argv": sys.argv[1:],
+        "argv": [_portable(a) for a in args.argv],
     }
+
+
+def _portable(text: str) -> str:
+    """An absolute path as its last two parts (``kb_diag/kernelbench_sweep.json``): the JSON
+    is committed, and neither this machine's folders nor the device's belong in it."""
+    path = Path(text)
+    return str(Path(*path.parts[-2:])) if path.is_absolute() and len(path.parts) > 2 else text
+
+
+def _portable_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with its paths (argv, merged parts, recursively) made portable."""
+    out: dict[str, Any] = dict(meta)
+    for key in ("argv", "merged"):
+        if isinstance(out.get(key), list):
+            out[key] = [_portable(str(a)) for a in out[key]]
+    if isinstance(out.get("parts"), list):
+        out["parts"] = [_portable_meta(m) for m in out["parts"]]
+    return out
 
 
 def plan(args: argparse.Namespace, phase: str) -> list[Problem]:
@@ -821,6 +854,7 @@ def sweep_main(args: argparse.Namespace) -> int:
     from nsight_agent.service.session import open_session
 
     runs_root = args.runs_root or Path(tempfile.mkdtemp(prefix="kb-sweep-runs-"))
+    sweep.runs_root = runs_root
     print(f"runs in {runs_root}; phases {', '.join(phases)}; budget {args.budget_s} s", flush=True)
     # One serving session, as the MCP server holds one: its executor runs every job, its
     # warm workers the timing jobs and the pre-flights (only ncu's process starts cold).
@@ -850,7 +884,7 @@ def merge_main(args: argparse.Namespace) -> int:
         data = json.loads(Path(path).read_text())
         rows = merge_rows(rows, data["rows"])
         metas.append(data.get("meta") or {})
-    meta = {**metas[-1], "merged": [str(p) for p in args.merge], "parts": metas}
+    meta = _portable_meta({**metas[-1], "merged": [str(p) for p in args.merge], "parts": metas})
     summary = write_outputs(args.out, meta, rows)
     print(json.dumps(summary, indent=1))
     return 0
@@ -905,6 +939,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
     if args.peer_one:
         return peer_one(args)
     if args.merge:

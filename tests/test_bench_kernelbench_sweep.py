@@ -51,6 +51,7 @@ def test_timing_phase_records_a_time_and_a_cause(tmp_path: Path) -> None:
     assert broken["status"] == "failed"
     assert broken["cause"].startswith("SourceError: setup failed"), broken
     assert "ValueError: no inputs today" in broken["cause"]
+    assert "render" in broken["stage_seconds"], broken  # the stages before the failure
     timing = data["summary"]["timing"]
     assert (timing["ran"], timing["ok"], timing["failed"], timing["not_run"]) == (2, 1, 1, 0)
     assert timing["ok_pct"] == 50.0
@@ -181,5 +182,8 @@ def test_two_shards_split_a_phase_and_merge_back_whole(tmp_path: Path) -> None:
         ("1_Tiny.py", "ok"),
         ("2_Broken.py", "failed"),
     ]
+    # the merged JSON is committed: no folder of the machine that ran or merged it
+    assert str(tmp_path) not in json.dumps(merged["meta"])
+    assert merged["meta"]["merged"] == [f"shard{k}/{sweep.JSON_NAME}" for k in (0, 1)]
     with pytest.raises(SystemExit):
         sweep.parse(["--shard", "2/2"])
