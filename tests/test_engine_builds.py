@@ -126,6 +126,9 @@ def test_same_name_builds_apart_and_the_second_call_compiles_nothing(
     said = [w for w in compare_summary(first).warnings or [] if w.startswith("compile: ")]
     assert len(said) == 1 and "'mine': compiled in" in said[0] and "'theirs': compiled" in said[0]
     assert said[0].count("2 sources at once") == 2, said
+    # and where the rest of the call went, from the run's own stage seconds
+    assert "; the rest: pre-flight " in said[0] and " s beside the compile" in said[0], said
+    assert ", timing " in said[0], said
     said = [w for w in compare_summary(second).warnings or [] if w.startswith("compile: ")]
     assert len(said) == 1 and said[0].count("built before, loaded in") == 2
 
@@ -146,15 +149,13 @@ def test_a_candidate_that_does_not_compile_is_its_own_row_beside_a_parallel_buil
 
 
 def test_a_stale_torch_lock_does_not_block_the_next_build(root: Path) -> None:
-    def built() -> list[Path]:
-        return sorted(p for p in root.glob(f"{pipeline.CUDA_CACHE}/ext-*") if p.is_dir())
-
-    folders = built()
-    if len(folders) != 2:  # alone, or on another test worker than the first test: build here
-        first = pipeline.preflight(request(), runs_root=root, device="cpu")
-        assert first.ok, first.errors
-        folders = built()
-    assert len(folders) == 2, folders
+    # The request's own two build folders, as its pre-flight names them: built by the first
+    # test when it ran on this worker (then a cache hit here), else built now. Other tests
+    # leave folders of their own beside them, so the folders are not found by listing.
+    first = pipeline.preflight(request(), runs_root=root, device="cpu")
+    assert first.ok, first.errors
+    folders = [Path(b["folder"]) for b in first.builds]
+    assert len(folders) == 2 and all(f.is_dir() for f in folders), folders
     for folder in folders:
         (next(folder.glob("fast_matmul_*")) / "lock").write_text("")  # a killed build's
     start = time.monotonic()
