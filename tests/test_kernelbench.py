@@ -25,10 +25,12 @@ from nsight_agent.engine import pipeline
 from nsight_agent.engine.harness import kernelbench as adapter_module
 from nsight_agent.engine.harness import render, runtime
 from nsight_agent.engine.process import child_env
+from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.engine.worker import timing_run
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.engine.worker.timing_options import TimingOptions
 from nsight_agent.request import ProfileRequest
+from nsight_agent.views.builds import build_note
 from nsight_agent.views.compare import compare_summary
 from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
 
@@ -407,3 +409,21 @@ def test_inputs_are_ready_before_any_entry_sees_them(monkeypatch: pytest.MonkeyP
 
     (x,) = runtime.build_inputs(setup, {"n": 3}, "cuda:0")
     assert events == ["setup", "sync cuda:0"] and x.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_the_compile_note_says_where_the_rest_of_the_call_went() -> None:
+    """The pre-flight's seconds less its builds, then each later stage of 0.1 s or more."""
+    pre = PreflightResult(
+        ok=True,
+        device="cuda",
+        seconds=60.0,
+        builds=[{"module": "variant_1", "seconds": 54.2, "cache_hit": False}],
+    )
+    stages = {"created": 0.0, "render": 0.01, "pre-flight": 60.3, "ncu": 18.4, "extract": 1.1}
+    note = build_note(pre, kb_request(["honest"]), 80.8, stages)
+    assert note is not None and note.startswith("compile: 54.2 s of this call's 80.8 s"), note
+    assert note.endswith(
+        "; the rest: pre-flight 6.1 s beside the compile, ncu 18.4 s, extract 1.1 s"
+    )
+    assert build_note(pre, kb_request(["honest"]), 80.8).endswith("compiled in 54.2 s)")
+    assert build_note(None, kb_request(["honest"]), 80.8, stages) is None  # nothing built

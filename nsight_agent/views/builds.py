@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,16 @@ from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.request import ProfileRequest
 
 
-def build_note(pre: PreflightResult | None, request: ProfileRequest, seconds: float) -> str | None:
+def build_note(
+    pre: PreflightResult | None,
+    request: ProfileRequest,
+    seconds: float,
+    stage_seconds: Mapping[str, float] | None = None,
+) -> str | None:
     """The pre-flight's builds (a candidate's own ``load_inline`` and the ``cuda`` language's
-    source): seconds each, or cached, and their share of the call's ``seconds``."""
+    source): seconds each, or cached, and their share of the call's ``seconds``; with the
+    run's ``stage_seconds``, where the rest of the call went (the pre-flight's own seconds
+    beside its builds, then each later stage)."""
     builds = list(pre.builds) if pre is not None else []
     cuda = pre.cuda_build if pre is not None else None
     if not builds and not cuda:
@@ -32,8 +40,22 @@ def build_note(pre: PreflightResult | None, request: ProfileRequest, seconds: fl
     total = sum(float(b.get("seconds") or 0.0) for b in alone) + max(together, default=0.0)
     return (
         f"compile: {total:.1f} s of this call's {float(seconds):.1f} s, before measuring "
-        f"and outside every measured time ({'; '.join(parts)})"
+        f"and outside every measured time ({'; '.join(parts)})" + _rest(stage_seconds, total)
     )
+
+
+def _rest(stage_seconds: Mapping[str, float] | None, compiled: float) -> str:
+    """ "; the rest: pre-flight 6.1 s beside the compile, ncu 18.3 s, ...": the stages of
+    0.1 s or more, the pre-flight less its builds."""
+    if not stage_seconds:
+        return ""
+    parts = []
+    for stage, spent in stage_seconds.items():
+        if stage == "pre-flight":
+            parts.append(f"pre-flight {max(0.0, float(spent) - compiled):.1f} s beside the compile")
+        elif float(spent) >= 0.1:
+            parts.append(f"{stage} {float(spent):.1f} s")
+    return f"; the rest: {', '.join(parts)}" if parts else ""
 
 
 def _cost(build: dict[str, Any]) -> str:
