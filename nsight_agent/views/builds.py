@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine.harness import render
+from nsight_agent.engine.store.run_status import read_status
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.request import ProfileRequest
 
@@ -42,6 +43,12 @@ def build_note(
         f"compile: {total:.1f} s of this call's {float(seconds):.1f} s, before measuring "
         f"and outside every measured time ({'; '.join(parts)})" + _rest(stage_seconds, total)
     )
+
+
+def stage_seconds_of(run_dir: Path) -> dict[str, float] | None:
+    """The run's wall seconds by stage, from its status record (None if it has none)."""
+    found = (read_status(run_dir) or {}).get("stage_seconds")
+    return found if isinstance(found, dict) else None
 
 
 def _rest(stage_seconds: Mapping[str, float] | None, compiled: float) -> str:

@@ -13,11 +13,10 @@ from pydantic import BaseModel, Field
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
 from nsight_agent.engine.store.records import DroppedVariant, RunFiles, Suspect
-from nsight_agent.engine.store.run_status import read_status
 from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.builds import build_note
+from nsight_agent.views.builds import build_note, stage_seconds_of
 from nsight_agent.views.common import ARTIFACT_URI, Page, page, scalar, sig
 
 
@@ -176,10 +175,7 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             f"variant {s.variant!r} is SUSPECT for config #{s.config_index}: "
             f"{s.reason[:240]}; no speedup is claimed for it"
         )
-    stages = (read_status(run.run_dir) or {}).get("stage_seconds")
-    compiled = build_note(  # apart from measuring, and where the rest went
-        run.preflight, run.request, run.seconds, stages if isinstance(stages, dict) else None
-    )
+    compiled = build_note(run.preflight, run.request, run.seconds, stage_seconds_of(run.run_dir))
     out += [compiled] if compiled else []
     method = timing_method(run, frame)
     if method is not None:
