@@ -59,7 +59,14 @@ class ProfiledProcessError(NsightAgentError):
 
 
 class CollectionTimeoutError(NsightAgentError):
-    """The profiled program ran past its wall-clock limit and was killed."""
+    """The profiled program ran past its wall-clock limit and was killed. ``profiled``: the
+    kernels ncu had profiled by then (its log), None where unknown."""
+
+    def __init__(
+        self, message: str, hint: str = "", limit_s: float = 0.0, profiled: int | None = None
+    ) -> None:
+        super().__init__(message, hint)
+        self.limit_s, self.profiled = limit_s, profiled
 
 
 class NcuError(NsightAgentError):

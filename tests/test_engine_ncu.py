@@ -14,7 +14,7 @@ import pytest
 
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.collection import ncu, ncu_run
 from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.engine.worker import shipping
 from nsight_agent.errors import (
@@ -217,6 +217,40 @@ def test_success_without_report_is_an_error(tmp_path: Path) -> None:
     ncu.check(make_run(tmp_path, "==PROF== Report: x\n", report=True))
 
 
+def test_a_timeout_says_how_many_kernels_ncu_had_profiled(tmp_path: Path) -> None:
+    """A stand-in ncu writes an H200 run's own log lines (18 kernels, 1 pass each) as it goes,
+    then hangs: the limit's error counts them, and so does the estimate beside it."""
+    files = RunFiles.in_folder(tmp_path)
+    recorded = Path(__file__).parent / "fixtures" / "engine" / "sweep" / "ncu.log"
+    script = (
+        "import sys, time; log = open(sys.argv[1], 'w'); "
+        "log.write(open(sys.argv[2]).read()); log.flush(); time.sleep(60)"
+    )
+    with pytest.raises(CollectionTimeoutError) as info:
+        ncu.run(
+            [sys.executable, "-c", script, str(files.ncu_log), str(recorded)],
+            files=files,
+            timeout=4,
+            poll_interval=0.1,
+        )
+    err = info.value
+    assert err.profiled == 18 and err.limit_s == 4, err
+    assert "after ncu had profiled 18 kernel(s) (1 replay pass each at most)" in err.message
+    # The pre-flight counted 127 kernels a call in one variant (a second one was dropped):
+    # 10 runs are 1270 kernels, at 18 in 4 s about 282 s, said rounded up to 300.
+    told = ncu_run.with_estimate(err, {("ref", 0): 127, ("gone", 0): 5}, 10, ["gone"])
+    assert "launch 1270 kernels in all" in told.message and "about 300 s" in told.message
+    assert told.hint.startswith("Raise timeout_s to about 300,") and str(told).endswith(
+        str(files.program_output) + "."
+    )
+    # Nothing to estimate: no count from the pre-flight (no GPU), or nothing left to profile.
+    fresh = ncu.timeout_error(4, files)
+    assert ncu_run.with_estimate(fresh, None, 10, []).message == fresh.message
+    assert ncu_run.with_estimate(fresh, {("ref", 0): 1}, 10, []).message == fresh.message
+    files.ncu_log.unlink()
+    assert ncu.timeout_error(4, files).profiled is None  # no log: nothing claimed
+
+
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     script = f"import subprocess,time; p=subprocess.Popen(['sleep','60']); open({str(pid_file)!r},'w').write(str(p.pid)); time.sleep(60)"
@@ -313,7 +347,7 @@ def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
         f"""
         import sys
         from pathlib import Path
-        from nsight_agent.engine.collection import ncu
+        from nsight_agent.engine.collection import ncu, ncu_run
         from nsight_agent.engine.store.records import RunFiles
         d = Path({str(tmp_path)!r})
         script = "import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)"

@@ -164,13 +164,13 @@ def _attach(
     while True:
         left = inv.timeout - (time.monotonic() - start)
         if left <= 0:
-            raise ncu.timeout_error(inv.timeout, inv.files.program_output)
+            raise ncu.timeout_error(inv.timeout, inv.files)
         try:
             done = process.run_to_file(
                 argv, output_path=inv.files.ncu_log, timeout=left, poll=inv.poll, tag=inv.tag
             )
         except process.RunTimeout:
-            raise ncu.timeout_error(inv.timeout, inv.files.program_output) from None
+            raise ncu.timeout_error(inv.timeout, inv.files) from None
         if done.returncode == 0 or not NOT_FOUND.search(_read(inv.files.ncu_log)):
             return done
         if target.ended():
@@ -184,7 +184,7 @@ def _wait_for_end(target: Prelaunched, inv: ncu.Invocation, start: float) -> Non
     """The attach ends with the target; wait for its launcher to exit too."""
     while not target.ended():
         if time.monotonic() - start > inv.timeout:
-            raise ncu.timeout_error(inv.timeout, inv.files.program_output)
+            raise ncu.timeout_error(inv.timeout, inv.files)
         if inv.poll is not None:
             inv.poll()
         time.sleep(0.02)

@@ -217,16 +217,34 @@ def run(
             tag=tag,
         )
     except process.RunTimeout:
-        raise timeout_error(timeout, files.program_output) from None
+        raise timeout_error(timeout, files) from None
     return NcuRun(argv, done.returncode, files, done.seconds)
 
 
-def timeout_error(timeout: float, output_path: Path) -> CollectionTimeoutError:
+# One line per kernel ncu profiled: ==PROF== Profiling "name" - 12: 0%....50%....100% - 9 passes
+PROFILED = re.compile(r'^==PROF== Profiling ".*" - \d+: .* - (\d+) pass', re.MULTILINE)
+
+
+def timeout_error(timeout: float, files: RunFiles) -> CollectionTimeoutError:
+    """The limit's error, saying how far ncu got (its log's profiled kernels and passes)."""
+    try:
+        passes = [int(p) for p in PROFILED.findall(files.ncu_log.read_text(errors="replace"))]
+    except OSError:
+        passes = []
+    most = max(passes, default=0)
+    got = (
+        f", after ncu had profiled {len(passes)} kernel(s) ({most} replay "
+        f"pass{'es' if most != 1 else ''} each at most)"
+        if passes
+        else ""
+    )
     return CollectionTimeoutError(
-        f"The profiled program ran past its {timeout:.0f} s limit and was killed.",
+        f"The profiled program ran past its {timeout:.0f} s limit and was killed{got}.",
         "A kernel may hang, or the sweep is too large for the limit: raise "
         "timeout, profile fewer configs/runs/sections, or check the program "
-        f"alone. Its output so far is in {output_path}.",
+        f"alone. Its output so far is in {files.program_output}.",
+        limit_s=timeout,
+        profiled=len(passes) if passes else None,
     )
 
 

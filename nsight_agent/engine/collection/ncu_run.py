@@ -9,6 +9,7 @@ pre-launched target when the GPU slot has one ready and the options allow an att
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.errors import (
+    CollectionTimeoutError,
     KernelProfileFailedError,
     NcuError,
     NoKernelsProfiledError,
@@ -95,6 +97,8 @@ def collect_harness(
         raise preflight_run.source_error(files.error, err.stderr_tail, err.returncode) from err
     except KernelProfileFailedError:
         raise  # ncu ended the program: its calls are short, and that is not the source's doing
+    except CollectionTimeoutError as err:
+        raise with_estimate(err, expected, request.runs, skip or []) from None
     except (NoKernelsProfiledError, NcuError) as err:
         # An early exit (os._exit at import or in the entry) looks like "no kernels".
         early = ended_early(files.manifest, request)
@@ -106,6 +110,32 @@ def collect_harness(
         raise early
     path = attach.PRELAUNCHED if why is None else f"cold: {why}"
     return Collected(done.seconds, path + _waits(done))
+
+
+def with_estimate(
+    err: CollectionTimeoutError,
+    expected: call_markers.KernelCounts | None,
+    runs: int,
+    skip: list[str],
+) -> CollectionTimeoutError:
+    """A run cut by its limit, with the kernels it had to profile (the pre-flight's count per
+    call, times the runs; counted on a GPU only) and the limit they need at the pace ncu kept:
+    a step of many kernels costs about a second each with the diagnosis's sections."""
+    total = sum(n for (variant, _), n in (expected or {}).items() if variant not in skip) * runs
+    done = err.profiled
+    if not done or total <= done:
+        return err
+    need = math.ceil(err.limit_s * total / done / 30) * 30  # its start counted in: an upper end
+    err.message += (
+        f" The measured calls launch {total} kernels in all (the pre-flight's count per call, "
+        f"times {runs} runs): at that pace about {need} s."
+    )
+    err.hint = (
+        f"Raise timeout_s to about {need}, or profile less: fewer runs or configs, fewer "
+        f"sections (deep=false), or method='timing' where no counters are needed. {err.hint}"
+    )
+    err.args = (f"{err.message}\nHint: {err.hint}",)
+    return err
 
 
 def _waits(done: ncu.NcuRun) -> str:
