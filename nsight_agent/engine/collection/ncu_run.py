@@ -119,8 +119,8 @@ def with_estimate(
     skip: list[str],
 ) -> CollectionTimeoutError:
     """A run cut by its limit, with the kernels it had to profile (the pre-flight's count per
-    call, times the runs; counted on a GPU only) and the limit they need at the pace ncu kept:
-    a step of many kernels costs about a second each with the diagnosis's sections."""
+    call, times the runs; counted on a GPU only) and the limit they need at the pace ncu kept
+    (the sweep's level-3 steps launch hundreds of kernels a call, each replayed per pass)."""
     total = sum(n for (variant, _), n in (expected or {}).items() if variant not in skip) * runs
     done = err.profiled
     if not done or total <= done:
