@@ -7,7 +7,8 @@ lives in its room of the engine:
     pre-flight  collection/preflight_run.py       on the warm worker          cold or warm
                 (cold, or on the warm worker)     (worker/pool.py)
     collect     collection/ncu_run.py (one        worker/timing.py on the
-                process: pre-launched or cold)    warm worker
+                process: pre-launched or cold;    warm worker
+                early_ncu.py: beside the pre-flight, on request)
     extract     collection/extract.py             (the timing loop's own
     aggregate   collection/measure.py,            samples: worker/timing.py)
                 collection/aggregate.py
@@ -34,6 +35,7 @@ from typing import Any, Literal, Union
 
 from nsight_agent.engine import device, pinning
 from nsight_agent.engine.collection import (
+    early_ncu,
     isolate,
     measure,
     ncu,
@@ -213,18 +215,21 @@ def profile(
         say(0, total, "pre-flight: running the harness once without the profiler")
         poll, where = _poller(cancel, None, None, 0), _default_device()
         first = preflight or (lambda d, r, w: preflight_run.run_preflight(d, r, w, poll=poll))
-        pre = isolate.attributed(
+        watch = _poller(cancel, on_progress, records.RunFiles.in_folder(run_dir).progress, total)
+        early = early_ncu.start(request, run_dir, run_id, watch, targets)  # None: staged
+        attributed = lambda: isolate.attributed(  # noqa: E731 - the pre-flight, named once
             lambda: first(run_dir, request, where), run_dir, request, where, poll
         )
-        raise_if_broken(pre)
-
+        pre = early_ncu.preflight_beside(early, attributed)  # raises for a broken source
         record.stage("ncu")
         say(0, total, "profiling under ncu")
-        poll = _poller(cancel, on_progress, records.RunFiles.in_folder(run_dir).progress, total)
-        expected = preflight_run.expected_kernels(pre)  # what an attached run's markers hold
-        collected = ncu_run.collect_harness(
-            request, run_dir, run_id, poll, sorted(pre.dropped), targets, expected
-        )
+        skip, counts = sorted(pre.dropped), preflight_run.expected_kernels(pre)  # counts: attach
+        if early is not None:
+            collected = early.go(skip)
+        else:
+            collected = ncu_run.collect_harness(
+                request, run_dir, run_id, watch, skip, targets, counts
+            )
 
         record.stage("extract")
         result = _measured_run(request, run_dir, run_id, pre, collected.seconds)

@@ -48,13 +48,15 @@ def collect_harness(
     skip: list[str] | None = None,
     targets: TargetSource | None = None,
     expected: call_markers.KernelCounts | None = None,
+    gate: Path | None = None,
 ) -> Collected:
     """The collect stage: the harness under ncu, every call of the run in one process; the report,
     the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
     pre-flight, not run; ``targets``: the GPU slot's pre-launched targets, used when one is
     ready and the options allow an attach (else, or when the attach fails, a cold launch);
     ``expected``: the pre-flight's kernels per call by variant and config, which an attached
-    run's call markers must bracket."""
+    run's call markers must bracket; ``gate``: started beside the pre-flight, the harness
+    waits for its verdict in this file (``early_ncu.py``), and the limit covers both."""
     options = ncu.NcuOptions(
         metrics=work.collected_metrics(request),
         sections=request.sections,
@@ -63,8 +65,10 @@ def collect_harness(
         clock_control=request.clock_control,
     )
     files = RunFiles.in_folder(run_dir)
-    inv = ncu.Invocation(options, files, timeout=request.timeout_s, poll=poll)
+    limit = request.timeout_s * (2 if gate is not None else 1)
+    inv = ncu.Invocation(options, files, timeout=limit, poll=poll)
     harness = ["harness.py", "--device", "cuda"] + (["--skip", ",".join(skip)] if skip else [])
+    harness += ["--gate", str(gate)] if gate is not None else []
     done: ncu.NcuRun | None = None
     try:
         why = "no pre-launched targets here" if targets is None else attach.cold_reason(options)

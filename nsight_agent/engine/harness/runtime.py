@@ -15,6 +15,7 @@ import json
 import os
 import random
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ class Args:
     device: str
     prefix: str
     skip: list[str] = field(default_factory=list)
+    gate: str = ""  # started beside the pre-flight: its verdict's file (wait_for_gate)
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -45,12 +47,29 @@ def parse_args(argv: list[str]) -> Args:
     parser.add_argument("--device", default=None, help="cuda (default when present) or cpu")
     parser.add_argument("--prefix", default="", help="prefix of the files written")
     parser.add_argument("--skip", default="", help="variants not to run (comma-separated)")
+    parser.add_argument("--gate", default="", help="wait for this file: the variants to skip")
     ns = parser.parse_args(argv)
     device = ns.device or default_device()
     if os.environ.get("NSIGHT_AGENT_PREFLIGHT") == "1":
         ns.preflight = True
     skip = [s for s in str(ns.skip).split(",") if s]
-    return Args(bool(ns.preflight), str(device), str(ns.prefix), skip)
+    return Args(bool(ns.preflight), str(device), str(ns.prefix), skip, str(ns.gate))
+
+
+def wait_for_gate(path: str, device: str) -> list[str] | None:
+    """Started beside the pre-flight (collection/early_ncu.py): bring CUDA up, then wait for
+    the pre-flight's verdict: the variants to skip, or None when the run is stopped. Nothing
+    of the user's is imported before it, so a candidate's build is the pre-flight's."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.empty(1, device=device)  # the context, no kernel
+        synchronize(device)
+    gate = Path(path)
+    while not gate.exists():  # the process's own limit ends a wait that nobody ends
+        time.sleep(0.02)
+    verdict = json.loads(gate.read_text())
+    return None if verdict.get("stop") else [str(s) for s in verdict.get("skip", [])]
 
 
 def default_device() -> str:

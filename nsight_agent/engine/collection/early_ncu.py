@@ -1,0 +1,102 @@
+"""The collect stage started beside the pre-flight, on request (``NSIGHT_AGENT_EARLY_NCU=1``).
+
+The harness under ncu starts with the pre-flight, imports torch, brings CUDA up and waits for
+a gate file (``runtime.wait_for_gate``); the pipeline writes the pre-flight's verdict there
+(the variants to skip) or "stop". Measuring still starts only after the pre-flight: what
+overlaps is the profiled interpreter's start, its imports and its CUDA context, with the
+pre-flight and a candidate's compile (the ncu path's first ``load_inline`` call on the H200:
+26.6 s beyond a 54.2 s compile, docs/BENCHMARKS.md). Off by default until an H200 run shows
+that ncu and the pre-flight's CUPTI tracing share the GPU without harm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from nsight_agent.engine.collection import ncu_run
+from nsight_agent.engine.collection.ncu_run import Collected, TargetSource
+from nsight_agent.engine.collection.preflight_run import raise_if_broken
+from nsight_agent.engine.store.runs import PreflightResult
+from nsight_agent.request import ProfileRequest
+
+ENV = "NSIGHT_AGENT_EARLY_NCU"
+GATE = "gate.json"
+STOP_WAIT_S = 30.0  # a stopped harness exits at once; ncu's own exit after it takes seconds
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV) == "1"
+
+
+def open_gate(gate: Path, verdict: dict[str, object]) -> None:
+    """Write the pre-flight's verdict whole (the harness never reads half a file)."""
+    partial = gate.with_suffix(".part")
+    partial.write_text(json.dumps(verdict))
+    partial.replace(gate)
+
+
+class EarlyCollect:
+    """One collect stage running in a thread from the moment the pre-flight starts."""
+
+    def __init__(self, run_dir: Path, collect: Callable[[Path], Collected]) -> None:
+        self.gate = run_dir / GATE
+        self._result: Collected | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(collect,), daemon=True)
+        self._thread.start()
+
+    def _run(self, collect: Callable[[Path], Collected]) -> None:
+        try:
+            self._result = collect(self.gate)
+        except BaseException as err:  # raised where the pipeline waits for it (go)
+            self._error = err
+
+    def go(self, skip: list[str]) -> Collected:
+        """The pre-flight passed: measure all but ``skip``, and wait for the collect stage."""
+        open_gate(self.gate, {"skip": skip})
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def stop(self) -> None:
+        """The pre-flight failed (or the run was cancelled): the harness exits unmeasured;
+        what its collect stage raises for that is not the run's error."""
+        open_gate(self.gate, {"stop": True})
+        self._thread.join(STOP_WAIT_S)
+
+
+def start(
+    request: ProfileRequest,
+    run_dir: Path,
+    run_id: str,
+    poll: Callable[[], None],
+    targets: TargetSource | None,
+) -> EarlyCollect | None:
+    """The collect stage started now, when asked for and no pre-launched target serves the
+    GPU (a target is already started; None: the staged order, collect after the pre-flight)."""
+    if targets is not None or not enabled():
+        return None
+    return EarlyCollect(
+        run_dir, lambda gate: ncu_run.collect_harness(request, run_dir, run_id, poll, gate=gate)
+    )
+
+
+def preflight_beside(
+    early: EarlyCollect | None, run_preflight: Callable[[], PreflightResult]
+) -> PreflightResult:
+    """``run_preflight()`` while ``early`` (if any) waits, and its verdict: a broken source
+    raises here (``raise_if_broken``); any failure stops ``early``."""
+    try:
+        pre = run_preflight()
+        raise_if_broken(pre)
+        return pre
+    except BaseException:
+        if early is not None:
+            early.stop()
+        raise

@@ -1,0 +1,139 @@
+"""The collect stage started beside the pre-flight (collection/early_ncu.py): the real harness
+waits at its gate, the pipeline opens it with the pre-flight's verdict, and the rows are the
+staged order's. Through the stand-in ncu of test_engine_targets (the harness on the CPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from nsight_agent.engine import pipeline, process
+from nsight_agent.engine.collection import early_ncu
+from nsight_agent.engine.harness import render
+from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.process import child_env
+from nsight_agent.request import ProfileRequest, Variant
+from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
+    KERNELS,
+    SWEEP_SOURCE,
+    calls,
+    stand_in,
+    sweep_request,
+)
+
+
+def test_started_beside_the_preflight_it_measures_what_the_staged_order_measures(
+    stand_in: Path,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(early_ncu.ENV, "1")
+    early = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
+    monkeypatch.delenv(early_ncu.ENV)
+    staged = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
+
+    gate = early.run_dir / early_ncu.GATE
+    assert json.loads(gate.read_text()) == {"skip": []}
+    first, second = calls(stand_in, "cold")
+    assert first[first.index("--gate") + 1] == str(gate) and "--gate" not in second
+    columns = ["Annotation", "Metric", "n", "AvgValue", "StdDev", "NumRuns", "OutputOK"]
+    assert early.processed[columns].equals(staged.processed[columns])
+    assert early.checks == staged.checks and early.kernels == staged.kernels == KERNELS
+    assert early.extra["collection"] == staged.extra["collection"]
+    stages = json.loads((early.run_dir / "status.json").read_text())["stage_seconds"]
+    assert {"pre-flight", "ncu", "extract"} <= stages.keys(), stages
+
+
+def test_a_broken_source_stops_the_early_harness_and_is_the_runs_error(
+    stand_in: Path,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(early_ncu.ENV, "1")
+    broken = sweep_request().model_copy(
+        update={"source": SWEEP_SOURCE.format(flag="/x").replace("return (torch", "return (nope")}
+    )
+    with pytest.raises(SourceError, match="nope"):
+        pipeline.profile(broken, runs_root=tmp_path / "runs")
+    (run_dir,) = [d for d in (tmp_path / "runs").iterdir() if (d / "status.json").exists()]
+    assert json.loads((run_dir / early_ncu.GATE).read_text()) == {"stop": True}
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["stage"].startswith("pre-flight") and "nope" in status["message"], status
+
+    def left() -> list[str]:  # this run's processes (ncu's, its harness's) still alive
+        marked = process.marked_processes(process.owner_prefix()).values()
+        return [m for m in marked if run_dir.name in m]
+
+    deadline = time.monotonic() + 30
+    while left():
+        assert time.monotonic() < deadline, left()
+        time.sleep(0.05)
+
+
+def _rendered(tmp_path: Path) -> Path:
+    request = ProfileRequest(
+        source=SWEEP_SOURCE.format(flag="/nonexistent"),
+        language="torch",
+        configs={"n": [64]},
+        variants=[
+            Variant(name="add", entry="triton_add"),
+            Variant(name="scale", entry="triton_scale"),
+        ],
+        runs=2,
+    )
+    tmp_path.mkdir()
+    render.write_run_files(request, tmp_path, tmp_path / "cache")
+    return tmp_path
+
+
+def _harness(run_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "harness.py", "--device", "cpu", "--gate", "gate.json"],
+        cwd=run_dir,
+        env=child_env({}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_the_harness_waits_at_its_gate_and_takes_the_verdict_from_it(tmp_path: Path) -> None:
+    run_dir = _rendered(tmp_path / "go")
+    harness = _harness(run_dir)
+    time.sleep(3.0)  # nothing is imported or run before the gate opens (torch alone: ~2 s)
+    assert harness.poll() is None and not (run_dir / "manifest.json").exists()
+    early_ncu.open_gate(run_dir / early_ncu.GATE, {"skip": ["scale"]})
+    out, _ = harness.communicate(timeout=300)
+    assert harness.returncode == 0, out
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["skipped"] == ["scale"] and manifest["variants"] == ["add"]
+    assert {c["variant"] for c in manifest["calls"]} == {"add"} and len(manifest["calls"]) == 2
+
+    stopped = _rendered(tmp_path / "stop")
+    harness = _harness(stopped)
+    early_ncu.open_gate(stopped / early_ncu.GATE, {"stop": True})
+    out, _ = harness.communicate(timeout=300)
+    assert harness.returncode == 0, out
+    assert not (stopped / "manifest.json").exists() and not (stopped / "error.json").exists()
+
+
+def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(tmp_path: Path) -> None:
+    started = threading.Event()
+
+    def collect(gate: Path) -> early_ncu.Collected:
+        started.set()
+        raise RuntimeError(f"ncu could not start (gate {gate.name})")
+
+    early = early_ncu.EarlyCollect(tmp_path, collect)
+    assert started.wait(10)
+    with pytest.raises(RuntimeError, match="could not start"):
+        early.go([])
+    assert (
+        early_ncu.start(sweep_request(), tmp_path, "r", lambda: None, targets=None) is None
+    )  # not asked for: the staged order
