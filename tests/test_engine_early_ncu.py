@@ -28,19 +28,23 @@ from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
 )
 
 
-def test_started_beside_the_preflight_it_measures_what_the_staged_order_measures(
-    stand_in: Path,  # noqa: F811 - the fixture imported above
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def early_on(stand_in: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
+    """The stand-in ncu (its state folder), with the collect stage started early."""
     monkeypatch.setenv(early_ncu.ENV, "1")
+    return stand_in
+
+
+def test_started_beside_the_preflight_it_measures_what_the_staged_order_measures(
+    early_on: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     early = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
     monkeypatch.delenv(early_ncu.ENV)
     staged = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
 
     gate = early.run_dir / early_ncu.GATE
     assert json.loads(gate.read_text()) == {"skip": []}
-    first, second = calls(stand_in, "cold")
+    first, second = calls(early_on, "cold")
     assert first[first.index("--gate") + 1] == str(gate) and "--gate" not in second
     columns = ["Annotation", "Metric", "n", "AvgValue", "StdDev", "NumRuns", "OutputOK"]
     assert early.processed[columns].equals(staged.processed[columns])
@@ -51,11 +55,8 @@ def test_started_beside_the_preflight_it_measures_what_the_staged_order_measures
 
 
 def test_a_broken_source_stops_the_early_harness_and_is_the_runs_error(
-    stand_in: Path,  # noqa: F811 - the fixture imported above
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    early_on: Path, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(early_ncu.ENV, "1")
     broken = sweep_request().model_copy(
         update={"source": SWEEP_SOURCE.format(flag="/x").replace("return (torch", "return (nope")}
     )
