@@ -10,9 +10,14 @@ class NsightAgentError(Exception):
     """
 
     def __init__(self, message: str, hint: str = "") -> None:
-        self.message = message
-        self.hint = hint
-        super().__init__(f"{message}\nHint: {hint}" if hint else message)
+        super().__init__()
+        self.reword(message, hint)
+
+    def reword(self, message: str, hint: str = "") -> None:
+        """Set the message and the hint, and ``str(err)`` from them (a caller adding what it
+        knows: the run's id, an estimate)."""
+        self.message, self.hint = message, hint
+        self.args = (f"{message}\nHint: {hint}" if hint else message,)
 
 
 class InvalidRequestError(NsightAgentError, ValueError):

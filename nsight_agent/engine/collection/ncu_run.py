@@ -130,15 +130,12 @@ def with_estimate(
     if not done or total <= done:
         return err
     need = math.ceil(err.limit_s * total / done / 30) * 30  # its start counted in: an upper end
-    err.message += (
-        f" The measured calls launch {total} kernels in all (the pre-flight's count per call, "
-        f"times {runs} runs): at that pace about {need} s."
-    )
-    err.hint = (
+    err.reword(
+        f"{err.message} The measured calls launch {total} kernels in all (the pre-flight's "
+        f"count per call, times {runs} runs): at that pace about {need} s.",
         f"Raise timeout_s to about {need}, or profile less: fewer runs or configs, fewer "
-        f"sections (deep=false), or method='timing' where no counters are needed. {err.hint}"
+        f"sections (deep=false), or method='timing' where no counters are needed. {err.hint}",
     )
-    err.args = (f"{err.message}\nHint: {err.hint}",)
     return err
 
 

@@ -1,7 +1,8 @@
 """A run's record while it is made: ``status.json`` (written atomically) goes from running
 through its stages (with the wall seconds of each) to passed, failed (with the stage and the
-message), timed_out, cancelled or interrupted (``ended_by`` says who ended it: the caller, the server's shutdown, the
-client's exit, or a server that died while it ran, found at the next start); errors leaving
+message), timed_out, cancelled or interrupted (``ended_by`` says who ended it: the caller, the
+server's shutdown, the client's exit, or a server that died while it ran, found at the next
+start); errors leaving
 a run carry its id; OSErrors of the run store become specific errors with what to do.
 """
 
@@ -110,11 +111,11 @@ def tag_run(err: BaseException, run_id: str) -> BaseException:
         return err
     setattr(err, "run_id", run_id)  # noqa: B010 - an attribute the error classes do not declare
     if isinstance(err, NsightAgentError):
-        err.message = f"{err.message} (run {run_id})"
-        err.hint = (
-            f"{err.hint} " if err.hint else ""
-        ) + f"The run's status, logs and error stay readable: get_run(run_id={run_id!r})."
-        err.args = (f"{err.message}\nHint: {err.hint}",)
+        err.reword(
+            f"{err.message} (run {run_id})",
+            (f"{err.hint} " if err.hint else "")
+            + f"The run's status, logs and error stay readable: get_run(run_id={run_id!r}).",
+        )
     return err
 
 
