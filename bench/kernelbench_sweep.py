@@ -487,23 +487,19 @@ def _time_ns(run: RunResult, variant: str, column: str = "AvgValue") -> float | 
 
 def _stage_seconds(run: RunResult) -> dict[str, float] | None:
     """Where the run's wall time went, by stage (its status record)."""
-    return _stage_seconds_in(run.run_dir)
+    from nsight_agent.views.builds import stage_seconds_of
 
-
-def _stage_seconds_in(run_dir: Path) -> dict[str, float] | None:
-    from nsight_agent.engine.store.run_status import read_status
-
-    status = read_status(run_dir) or {}
-    found = status.get("stage_seconds")
-    return found if isinstance(found, dict) else None
+    return stage_seconds_of(run.run_dir)
 
 
 def _stage_seconds_of(sweep: Sweep, run_id: str | None) -> dict[str, float] | None:
     """A run's stage seconds by its id, in the sweep's runs folder (a diagnosis and a failure
     carry the id, not the run)."""
+    from nsight_agent.views.builds import stage_seconds_of
+
     if not run_id or sweep.runs_root is None:
         return None
-    return _stage_seconds_in(sweep.runs_root / run_id)
+    return stage_seconds_of(sweep.runs_root / run_id)
 
 
 def timing_phase(
