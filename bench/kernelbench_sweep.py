@@ -485,13 +485,6 @@ def _time_ns(run: RunResult, variant: str, column: str = "AvgValue") -> float | 
     return float(rows[column].iloc[0]) if len(rows) and column in rows else None
 
 
-def _stage_seconds(run: RunResult) -> dict[str, float] | None:
-    """Where the run's wall time went, by stage (its status record)."""
-    from nsight_agent.views.builds import stage_seconds_of
-
-    return stage_seconds_of(run.run_dir)
-
-
 def _stage_seconds_of(sweep: Sweep, run_id: str | None) -> dict[str, float] | None:
     """A run's stage seconds by its id, in the sweep's runs folder (a diagnosis and a failure
     carry the id, not the run)."""
@@ -506,6 +499,7 @@ def timing_phase(
     sweep: Sweep, where: Measuring, problems: list[Problem], args: argparse.Namespace
 ) -> None:
     from nsight_agent.service.profile import profile
+    from nsight_agent.views.builds import stage_seconds_of
 
     def one(problem: Problem) -> dict[str, Any]:
         run = profile(
@@ -523,7 +517,7 @@ def timing_phase(
             "run_id": run.run_id,
             "time_ns": time_ns,
             "runs": _time_ns(run, "ref", "NumRuns"),
-            "stage_seconds": _stage_seconds(run),
+            "stage_seconds": stage_seconds_of(run.run_dir),
             "detail": f"{time_ns / 1e3:.4g} us",
         }
 
@@ -608,6 +602,7 @@ def compile_phase(
     """Ours and KernelBench's timing of the same problem, one after the other, the side that
     goes first alternating from problem to problem."""
     from nsight_agent.service.profile import profile
+    from nsight_agent.views.builds import stage_seconds_of
     from nsight_agent.views.compare import compare_summary
 
     def ours(problem: Problem) -> dict[str, Any]:
@@ -639,7 +634,7 @@ def compile_phase(
             "ours_speedup": overall.geomean_speedup,
             "ours_verdict": overall.verdict,
             "ours_check": check,
-            "ours_stage_seconds": _stage_seconds(run),
+            "ours_stage_seconds": stage_seconds_of(run.run_dir),
         }
 
     def theirs(problem: Problem) -> dict[str, Any]:
