@@ -286,19 +286,28 @@ def call_counting_kernels(
     if not device.startswith("cuda"):
         return call(entry, inputs), None, None
     from torch.autograd.profiler import record_function
-    from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with kineto_profiler() as prof:
         with record_function(f"{gpu_activity.CALL_PREFIX}0"):
             out = call(entry, inputs)
         synchronize(device)
-    found = gpu_activity.attribute(prof.profiler.kineto_results.events())  # type: ignore[union-attr]
+    found = gpu_activity.attribute(prof.kineto_results.events())
     if found.lost.get(0):
         LOST_CALLS.append(found.lost[0])
         return out, None, None
     work = found.calls.get(0, [])
     copies = [(a.start, a.end) for a in work if a.is_copy]
     return out, [a.name for a in work if not a.is_copy], float(union_ns(copies))
+
+
+def kineto_profiler(cpu: bool = True) -> Any:
+    """torch's kineto profiler of CPU ranges (``cpu``) and CUDA work, CUPTI underneath: the
+    one ``torch.profiler.profile`` makes, without that class's start, which asks
+    ``hasattr(torch, "_inductor")`` and so imports torch._inductor and torch._dynamo (5.8 s of
+    a 15 s pre-flight on the H200, 2026-12-04). Its events: ``.kineto_results.events()``."""
+    from torch.autograd.profiler import profile
+
+    return profile(use_cpu=cpu, use_device="cuda", use_kineto=True)
 
 
 def union_ns(intervals: Sequence[tuple[int, int]]) -> int:

@@ -131,11 +131,11 @@ def warm_up(device: str) -> dict[str, Any]:
         torch.empty(1, device="cuda").add_(1)
         torch.cuda.synchronize()
         info["gpu"] = torch.cuda.get_device_name()
-        # The pre-flight lists each call's kernels with torch.profiler; CUPTI's first start
-        # took 6 s on the H200 (then 0.03 s a pre-flight): paid here, not by the first call.
-        from torch.profiler import ProfilerActivity, profile
+        # The pre-flight lists each call's kernels with the kineto profiler: CUPTI's first
+        # start is paid here, not by the first call.
+        from nsight_agent.engine.harness import runtime
 
-        with profile(activities=[ProfilerActivity.CUDA]):
+        with runtime.kineto_profiler(cpu=False):
             torch.empty(1, device="cuda").add_(1)
             torch.cuda.synchronize()
     info["seconds"] = time.monotonic() - start

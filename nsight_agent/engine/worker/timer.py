@@ -87,16 +87,14 @@ class Timer:
             probe = self._new_profiler()
             probe.__enter__()
             probe.__exit__(None, None, None)
-            probe.profiler.kineto_results.events()
+            probe.kineto_results.events()
         except Exception:  # CUPTI taken by another profiler, or not loadable: events only
             return False
         return True
 
     @staticmethod
     def _new_profiler() -> Any:
-        from torch.profiler import ProfilerActivity, profile
-
-        return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        return runtime.kineto_profiler()
 
     def start_run(self) -> None:
         """Start tracing the calls of one config's timing loop (all its runs and variants)."""
@@ -112,7 +110,7 @@ class Timer:
         runtime.synchronize(self.device)
         prof, self._profiler = self._profiler, None
         prof.__exit__(None, None, None)
-        found = gpu_activity.attribute(prof.profiler.kineto_results.events())
+        found = gpu_activity.attribute(prof.kineto_results.events())
         for index, call in self.pending.items():
             spans = found.calls.get(index, [])
             call.lost = found.lost.get(index, 0)
