@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
 # arrows between rooms point one way (docs/ARCHITECTURE.md draws them).
 ENGINE_ROOMS: dict[str, int] = {
     "engine.process": 0,
+    "engine.bytecode": 0,
     "engine.pinning": 0,
     "engine.thermal": 0,
     "engine.harness": 1,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nsight_agent.engine import pinning
+from nsight_agent.engine import bytecode, pinning
 from nsight_agent.errors import RunInterruptedError
 
 MARKER = "NSIGHT_AGENT_CHILD"
@@ -276,8 +276,9 @@ def python_executable() -> str:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A Python child's environment: ours, with this package importable."""
+    """A Python child's environment: ours, this package importable, a bytecode cache."""
     env = dict(os.environ)
+    bytecode.add_cache(env)
     parts = [str(PACKAGE_ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     env["PYTHONUNBUFFERED"] = "1"

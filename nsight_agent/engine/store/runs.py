@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
+from nsight_agent.engine import bytecode
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.store.records import (
     DroppedVariant,
@@ -131,14 +132,7 @@ def default_runs_root() -> Path:
     through platformdirs where it is installed) + ``nsight-agent/runs``."""
     if os.environ.get("NSIGHT_AGENT_RUNS"):
         return Path(os.environ["NSIGHT_AGENT_RUNS"])
-    try:
-        import platformdirs
-
-        cache = Path(platformdirs.user_cache_dir("nsight-agent", appauthor=False))
-    except ImportError:  # a bare environment (e.g. a GPU image): the XDG rule itself
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        cache = Path(base) / "nsight-agent"
-    return cache / "runs"
+    return bytecode.user_cache_dir() / "runs"
 
 
 def check_run_id(run_id: str) -> str:
