@@ -18,6 +18,7 @@ from nsight_agent.engine.collection import early_ncu
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.process import child_env
+from nsight_agent.errors import RunCancelledError
 from nsight_agent.request import ProfileRequest, Variant
 from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
     KERNELS,
@@ -30,8 +31,9 @@ from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
 
 @pytest.fixture
 def early_on(stand_in: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
-    """The stand-in ncu (its state folder), with the collect stage started early."""
-    monkeypatch.setenv(early_ncu.ENV, "1")
+    """The stand-in ncu (its state folder), with the collect stage started early (the
+    default: the variable unset)."""
+    monkeypatch.delenv(early_ncu.ENV, raising=False)
     return stand_in
 
 
@@ -39,7 +41,7 @@ def test_started_beside_the_preflight_it_measures_what_the_staged_order_measures
     early_on: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     early = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
-    monkeypatch.delenv(early_ncu.ENV)
+    monkeypatch.setenv(early_ncu.ENV, "0")
     staged = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
 
     gate = early.run_dir / early_ncu.GATE
@@ -67,13 +69,47 @@ def test_a_broken_source_stops_the_early_harness_and_is_the_runs_error(
     status = json.loads((run_dir / "status.json").read_text())
     assert status["stage"].startswith("pre-flight") and "nope" in status["message"], status
 
-    def left() -> list[str]:  # this run's processes (ncu's, its harness's) still alive
-        marked = process.marked_processes(process.owner_prefix()).values()
-        return [m for m in marked if run_dir.name in m]
-
     deadline = time.monotonic() + 30
-    while left():
-        assert time.monotonic() < deadline, left()
+    while _runs_processes(run_dir):
+        assert time.monotonic() < deadline, _runs_processes(run_dir)
+        time.sleep(0.05)
+
+
+def _runs_processes(run_dir: Path) -> list[str]:
+    """This run's processes (ncu's, its harness's) still alive."""
+    marked = process.marked_processes(process.owner_prefix()).values()
+    return [m for m in marked if run_dir.name in m]
+
+
+def test_a_variant_that_fails_alone_reaches_the_early_harness_through_its_gate(
+    early_on: Path, tmp_path: Path
+) -> None:
+    # The staged order passes it as --skip (test_engine_pipeline); here ncu started before
+    # the pre-flight knew, so the gate carries it.
+    base = sweep_request()
+    source = base.source + "\ndef boom(x):\n    raise RuntimeError('boom')\n"
+    variants = [*base.variants, Variant(name="boom", entry="boom")]
+    result = pipeline.profile(
+        base.model_copy(update={"source": source, "variants": variants}),
+        runs_root=tmp_path / "runs",
+    )
+    assert json.loads((result.run_dir / early_ncu.GATE).read_text()) == {"skip": ["boom"]}
+    assert result.dropped["boom"].verdict == "error" and "boom" in result.dropped["boom"].message
+    assert set(result.processed["Annotation"]) == {"triton_add", "triton_scale"}
+    (first,) = calls(early_on, "cold")
+    assert "--gate" in first and "--skip" not in first
+
+
+def test_a_run_cancelled_at_once_stops_the_early_harness(early_on: Path, tmp_path: Path) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(RunCancelledError):
+        pipeline.profile(sweep_request(), runs_root=tmp_path / "runs", cancel=cancel)
+    (run_dir,) = [d for d in (tmp_path / "runs").iterdir() if (d / "status.json").exists()]
+    assert json.loads((run_dir / early_ncu.GATE).read_text()) == {"stop": True}
+    deadline = time.monotonic() + 30
+    while _runs_processes(run_dir):
+        assert time.monotonic() < deadline, _runs_processes(run_dir)
         time.sleep(0.05)
 
 
@@ -124,7 +160,9 @@ def test_the_harness_waits_at_its_gate_and_takes_the_verdict_from_it(tmp_path: P
     assert not (stopped / "manifest.json").exists() and not (stopped / "error.json").exists()
 
 
-def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(tmp_path: Path) -> None:
+def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     started = threading.Event()
 
     def collect(gate: Path) -> early_ncu.Collected:
@@ -135,6 +173,7 @@ def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(tmp_path: Pat
     assert started.wait(10)
     with pytest.raises(RuntimeError, match="could not start"):
         early.go([])
+    monkeypatch.setenv(early_ncu.ENV, "0")
     assert (
         early_ncu.start(sweep_request(), tmp_path, "r", lambda: None, targets=None) is None
-    )  # not asked for: the staged order
+    )  # turned off: the staged order

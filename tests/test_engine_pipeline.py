@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.collection import outputs, preflight_run
+from nsight_agent.engine.collection import early_ncu, outputs, preflight_run
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
@@ -278,7 +278,10 @@ def test_cuda_without_functions_to_expose_is_a_compile_error(tmp_path: Path) -> 
 
 @pytest.fixture
 def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An `ncu` that records being called: profile() must stop before it."""
+    """An `ncu` that records being called: profile() must stop before it. In the staged order
+    (``NSIGHT_AGENT_EARLY_NCU=0``): by default ncu starts beside the pre-flight and waits at
+    a gate, and tests/test_engine_early_ncu.py holds these cases for that order."""
+    monkeypatch.setenv(early_ncu.ENV, "0")
     marker = tmp_path / "ncu-was-called"
     script = tmp_path / "ncu"
     script.write_text(f'#!/bin/sh\necho "$@" > {marker}\nexit 1\n')
@@ -451,6 +454,7 @@ def test_post_ncu_half_of_the_pipeline_on_a_recorded_report(
     )
     ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("NCU", str(ncu))
+    monkeypatch.setenv(early_ncu.ENV, "0")  # the stand-in answers at once, with no gate
     monkeypatch.setattr(pipeline, "_default_device", lambda: "cpu")
     req = request(
         SWEEP_SOURCE,
