@@ -529,7 +529,11 @@ def diagnosis_fields(d: ReportDiagnosis) -> dict[str, Any]:
     """The first kernel's headline and cause; the kernels of >= 5 % of the step and those of
     them with no cause of their own, each saying whether a step cause names its group."""
     step_causes = (d.step.causes or []) if d.step else []
-    in_step_cause = {g for c in step_causes for g in c.groups}
+
+    def covered(k: Any) -> bool:  # as the view's headline decides it (views/diagnosis.pointed)
+        group = k.op or k.diagnosis.kernel[:60]
+        return any(c.covers(k.diagnosis.kernel, group) for c in step_causes)
+
     big = [k for k in d.kernels if (k.share_pct or 0.0) >= SHARE_PCT]
     uncaused = [
         {
@@ -538,7 +542,7 @@ def diagnosis_fields(d: ReportDiagnosis) -> dict[str, Any]:
             "share_pct": k.share_pct,
             "bound": k.diagnosis.bound.bound,
             "headline": k.diagnosis.headline[:200],
-            "step_cause": (k.op or k.diagnosis.kernel)[:60] in in_step_cause,
+            "step_cause": covered(k),
         }
         for k in big
         if not k.diagnosis.causes

@@ -142,6 +142,22 @@ def test_a_big_kernel_without_a_cause_is_counted_unless_a_step_cause_names_it() 
     assert found["step_causes"] == ["unfused_chain"] and found["top_group"] == "user_col_gather"
 
 
+@pytest.mark.parametrize("name", ["step_chain", "step_layer_ho", "step_tiny", "step_chain_ho2"])
+def test_a_kernel_counts_as_covered_by_a_step_cause_exactly_when_its_headline_says_so(
+    name: str,
+) -> None:
+    # The sweep counted a ResNet18 kernel as "no cause" whose headline named the step's
+    # launch_bound_step (H200, 2026-12-04): the count now asks the step cause as the view does.
+    from nsight_agent.views.diagnosis import diagnose_report
+    from tests.fixture_reports import unpacked
+
+    report = Path(__file__).parent / "fixtures" / "steps" / f"{name}.ncu-rep.xz"
+    found = sweep.diagnosis_fields(diagnose_report(unpacked(report), limit=sweep.DIAGNOSED))
+    for k in found["uncaused"]:
+        assert k["step_cause"] == ("part of the step's" in k["headline"]), k
+    assert found["no_cause_count"] == sum(not k["step_cause"] for k in found["uncaused"])
+
+
 def test_a_limit_cut_by_the_budget_is_named_in_the_cause(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
