@@ -18,7 +18,7 @@ from nsight_agent.engine.collection import early_ncu
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.process import child_env
-from nsight_agent.errors import RunCancelledError
+from nsight_agent.errors import CollectionTimeoutError, RunCancelledError
 from nsight_agent.request import ProfileRequest, Variant
 from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
     KERNELS,
@@ -73,6 +73,25 @@ def test_a_broken_source_stops_the_early_harness_and_is_the_runs_error(
     while _runs_processes(run_dir):
         assert time.monotonic() < deadline, _runs_processes(run_dir)
         time.sleep(0.05)
+
+
+def test_an_early_collect_cut_by_its_limit_is_estimated_from_the_verdict_on(
+    tmp_path: Path,
+) -> None:
+    # Started beside the pre-flight, ncu's limit covers both stages (here 60 s) but it
+    # profiles only after the verdict: 30 of 300 kernels in the ~1 s since then is about 10 s
+    # for all, said rounded up to 30 (the whole limit would have said 600).
+    def collect(gate: Path) -> early_ncu.Collected:
+        while not gate.exists():
+            time.sleep(0.01)
+        time.sleep(1.0)
+        raise CollectionTimeoutError("The profiled program ran past its 60 s limit.", "", 60, 30)
+
+    early = early_ncu.EarlyCollect(tmp_path, collect, runs=3)
+    with pytest.raises(CollectionTimeoutError) as info:
+        early.go(["gone"], {("ref", 0): 100, ("gone", 0): 7})
+    assert "launch 300 kernels in all" in info.value.message, info.value.message
+    assert "about 30 s" in info.value.message and info.value.hint.startswith("Raise timeout_s")
 
 
 def _runs_processes(run_dir: Path) -> list[str]:

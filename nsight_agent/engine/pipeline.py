@@ -225,7 +225,7 @@ def profile(
         say(0, total, "profiling under ncu")
         skip, counts = sorted(pre.dropped), preflight_run.expected_kernels(pre)  # counts: attach
         if early is not None:
-            collected = early.go(skip)
+            collected = early.go(skip, counts)
         else:
             collected = ncu_run.collect_harness(
                 request, run_dir, run_id, watch, skip, targets, counts

@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from nsight_agent.engine.collection import ncu_run
+from nsight_agent.engine.collection.call_markers import KernelCounts
 from nsight_agent.engine.collection.ncu_run import Collected, TargetSource
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.store.runs import PreflightResult
+from nsight_agent.errors import CollectionTimeoutError
 from nsight_agent.request import ProfileRequest
 
 ENV = "NSIGHT_AGENT_EARLY_NCU"
@@ -43,8 +46,8 @@ def open_gate(gate: Path, verdict: dict[str, object]) -> None:
 class EarlyCollect:
     """One collect stage running in a thread from the moment the pre-flight starts."""
 
-    def __init__(self, run_dir: Path, collect: Callable[[Path], Collected]) -> None:
-        self.gate = run_dir / GATE
+    def __init__(self, run_dir: Path, collect: Callable[[Path], Collected], runs: int = 1) -> None:
+        self.gate, self.runs = run_dir / GATE, runs
         self._result: Collected | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(collect,), daemon=True)
@@ -56,10 +59,16 @@ class EarlyCollect:
         except BaseException as err:  # raised where the pipeline waits for it (go)
             self._error = err
 
-    def go(self, skip: list[str]) -> Collected:
-        """The pre-flight passed: measure all but ``skip``, and wait for the collect stage."""
+    def go(self, skip: list[str], expected: KernelCounts | None = None) -> Collected:
+        """The pre-flight passed: measure all but ``skip``, and wait for the collect stage; cut
+        by its limit, it says what the pre-flight's kernel counts (``expected``) would need
+        at the pace ncu kept since the verdict."""
+        opened = time.monotonic()
         open_gate(self.gate, {"skip": skip})
         self._thread.join()
+        if isinstance(self._error, CollectionTimeoutError):
+            spent = time.monotonic() - opened
+            raise ncu_run.with_estimate(self._error, expected, self.runs, skip, spent)
         if self._error is not None:
             raise self._error
         assert self._result is not None
@@ -84,7 +93,9 @@ def start(
     if targets is not None or not enabled():
         return None
     return EarlyCollect(
-        run_dir, lambda gate: ncu_run.collect_harness(request, run_dir, run_id, poll, gate=gate)
+        run_dir,
+        lambda gate: ncu_run.collect_harness(request, run_dir, run_id, poll, gate=gate),
+        request.runs,
     )
 
 

@@ -121,15 +121,19 @@ def with_estimate(
     expected: call_markers.KernelCounts | None,
     runs: int,
     skip: list[str],
+    spent_s: float | None = None,
 ) -> CollectionTimeoutError:
     """A run cut by its limit, with the kernels it had to profile (the pre-flight's count per
     call, times the runs; counted on a GPU only) and the limit they need at the pace ncu kept
-    (the sweep's level-3 steps launch hundreds of kernels a call, each replayed per pass)."""
+    (the sweep's level-3 steps launch hundreds of kernels a call, each replayed per pass);
+    ``spent_s``: the seconds it could profile (started beside the pre-flight: since the
+    verdict), else its whole limit."""
     total = sum(n for (variant, _), n in (expected or {}).items() if variant not in skip) * runs
     done = err.profiled
     if not done or total <= done:
         return err
-    need = math.ceil(err.limit_s * total / done / 30) * 30  # its start counted in: an upper end
+    spent = err.limit_s if spent_s is None else min(spent_s, err.limit_s)
+    need = math.ceil(spent * total / done / 30) * 30  # its start counted in: an upper end
     err.reword(
         f"{err.message} The measured calls launch {total} kernels in all (the pre-flight's "
         f"count per call, times {runs} runs): at that pace about {need} s.",
