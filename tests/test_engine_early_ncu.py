@@ -92,6 +92,7 @@ def test_an_early_collect_cut_by_its_limit_is_estimated_from_the_verdict_on(
         early.go(["gone"], {("ref", 0): 100, ("gone", 0): 7})
     assert "launch 300 kernels in all" in info.value.message, info.value.message
     assert "about 30 s" in info.value.message and info.value.hint.startswith("Raise timeout_s")
+    assert "its limit was timeout_s twice" in info.value.message
 
 
 def _runs_processes(run_dir: Path) -> list[str]:

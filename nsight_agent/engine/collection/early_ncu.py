@@ -67,8 +67,15 @@ class EarlyCollect:
         open_gate(self.gate, {"skip": skip})
         self._thread.join()
         if isinstance(self._error, CollectionTimeoutError):
-            spent = time.monotonic() - opened
-            raise ncu_run.with_estimate(self._error, expected, self.runs, skip, spent)
+            err = ncu_run.with_estimate(
+                self._error, expected, self.runs, skip, time.monotonic() - opened
+            )
+            err.reword(
+                f"{err.message} (ncu started beside the pre-flight, so its limit was timeout_s "
+                "twice: once for the pre-flight, once for profiling.)",
+                err.hint,
+            )
+            raise err
         if self._error is not None:
             raise self._error
         assert self._result is not None
