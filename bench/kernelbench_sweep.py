@@ -44,6 +44,7 @@ import argparse
 import contextlib
 import datetime
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import itertools
@@ -790,11 +791,25 @@ def _version(package: str) -> str | None:
         return None
 
 
+def source_fingerprint(root: Path = ROOT) -> str:
+    """What code ran, from its files: the package's sources and the harness templates, hashed
+    by path and content. A commit read from git can be stale where the tree was copied
+    without its history (the device's copy said 1d6d7eb for a later tree, 2026-12-04);
+    ``--fingerprint`` at a checkout prints the value to match."""
+    digest = hashlib.sha256()
+    files = [*(root / "nsight_agent").rglob("*.py"), *(root / "templates").glob("*")]
+    for path in sorted(f for f in files if f.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
 def run_meta(args: argparse.Namespace, phases: list[str]) -> dict[str, Any]:
     kb_commit = args.kb / "COMMIT"
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": _quiet(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+        "source": source_fingerprint(),
         "kb": _portable(str(args.kb)),
         "kb_commit": kb_commit.read_text().strip()[:12] if kb_commit.exists() else None,
         "gpu": _quiet(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]),
@@ -928,6 +943,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--deep", action="store_true", help="diagnose: every section the checks read")
     ap.add_argument("--runs-root", type=Path, help="default: a new folder under /tmp")
     ap.add_argument("--merge", nargs="+", type=Path, help="combine these JSON files, run nothing")
+    ap.add_argument(
+        "--fingerprint",
+        action="store_true",
+        help="print this tree's source fingerprint, run nothing",
+    )
     ap.add_argument("--peer-one", help=argparse.SUPPRESS)  # the peer's subprocess
     return ap.parse_args(argv)
 
@@ -935,6 +955,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
+    if args.fingerprint:
+        print(source_fingerprint())
+        return 0
     if args.peer_one:
         return peer_one(args)
     if args.merge:

@@ -203,3 +203,19 @@ def test_two_shards_split_a_phase_and_merge_back_whole(tmp_path: Path) -> None:
     assert merged["meta"]["merged"] == [f"shard{k}/{sweep.JSON_NAME}" for k in (0, 1)]
     with pytest.raises(SystemExit):
         sweep.parse(["--shard", "2/2"])
+
+
+def test_the_source_fingerprint_names_the_code_that_ran(tmp_path: Path) -> None:
+    # The device's git copy named 1d6d7eb for a later tree: the rows now also carry a hash of
+    # the files themselves, equal for an equal tree, changed by any source or template edit.
+    import shutil
+
+    for part in ("nsight_agent", "templates"):
+        shutil.copytree(sweep.ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("*.pyc"))
+    assert sweep.source_fingerprint(tmp_path) == sweep.source_fingerprint()
+    (tmp_path / "nsight_agent" / "engine" / "__pycache__").mkdir(exist_ok=True)
+    (tmp_path / "nsight_agent" / "engine" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"x")
+    assert sweep.source_fingerprint(tmp_path) == sweep.source_fingerprint()  # bytecode: no
+    template = next((tmp_path / "templates").glob("*.j2"))
+    template.write_text(template.read_text() + "\n")
+    assert sweep.source_fingerprint(tmp_path) != sweep.source_fingerprint()
