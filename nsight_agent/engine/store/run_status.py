@@ -2,8 +2,8 @@
 through its stages (with the wall seconds of each) to passed, failed (with the stage and the
 message), timed_out, cancelled or interrupted (``ended_by`` says who ended it: the caller, the
 server's shutdown, the client's exit, or a server that died while it ran, found at the next
-start); errors leaving
-a run carry its id; OSErrors of the run store become specific errors with what to do.
+start); errors leaving a run carry its id; OSErrors of the run store become specific errors
+with what to do.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class Timer:
 
     def _tracing_works(self) -> bool:
         try:
-            probe = self._new_profiler()
+            probe = runtime.kineto_profiler()
             probe.__enter__()
             probe.__exit__(None, None, None)
             probe.kineto_results.events()
@@ -92,15 +92,11 @@ class Timer:
             return False
         return True
 
-    @staticmethod
-    def _new_profiler() -> Any:
-        return runtime.kineto_profiler()
-
     def start_run(self) -> None:
         """Start tracing the calls of one config's timing loop (all its runs and variants)."""
         self.pending, self._next = {}, 0
         if self.trace:
-            self._profiler = self._new_profiler()
+            self._profiler = runtime.kineto_profiler()
             self._profiler.__enter__()
 
     def end_run(self) -> None:
