@@ -577,6 +577,7 @@ def step_fields(d: ReportDiagnosis) -> dict[str, Any]:
         "top_group": top.group if top else None,
         "top_group_share_pct": top.share_pct if top else None,
         "step_causes": [c.id for c in step.causes or []],
+        "sampled": d.sampled,
     }
 
 

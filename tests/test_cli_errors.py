@@ -13,9 +13,10 @@ import pytest
 from mcp import Client
 
 from nsight_agent import cli
+from nsight_agent.arguments import OPTION_KNOBS, strict_arguments, validation_text
 from nsight_agent.cli import commands
 from nsight_agent.cli.terms import cli_terms
-from nsight_agent.request import OPTION_KNOBS, ProfileRequest, strict_arguments, validation_text
+from nsight_agent.request import ProfileRequest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 H200_REPORT = FIXTURES / "h200_bf16_matmul_sections.ncu-rep"
@@ -178,7 +179,7 @@ def test_option_knobs_match_the_options_model() -> None:
 async def test_a_top_level_knob_is_told_where_it_goes() -> None:
     """Was: pydantic's "Extra inputs are not permitted ... visit https://errors.pydantic.dev".
 
-    The arguments models are made with ``request.strict_arguments`` as server/app.py does
+    The arguments models are made with ``arguments.strict_arguments`` as server/app.py does
     (applied here as well, so the test holds before and after app.py adopts it)."""
     from nsight_agent.server.app import build_server
 

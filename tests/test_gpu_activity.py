@@ -26,7 +26,7 @@ def _fake_profiler(monkeypatch: pytest.MonkeyPatch, events: list[Event]) -> None
     """The kineto profiler yielding ``events`` as its kineto events; no CUDA needed."""
 
     @contextlib.contextmanager
-    def profile(cpu: bool = True) -> Iterator[Any]:
+    def profile(cpu: bool = True, shapes: bool = False) -> Iterator[Any]:
         yield SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
 
     monkeypatch.setattr(runtime, "kineto_profiler", profile)

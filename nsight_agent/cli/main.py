@@ -22,6 +22,7 @@ import nsight_agent.cli.commands as commands
 import nsight_agent.cli.compare as compare
 import nsight_agent.cli.output as output
 import nsight_agent.cli.parser as parser
+from nsight_agent.arguments import validation_text
 from nsight_agent.errors import (
     MISSING_CONFIG,
     ExtractionError,
@@ -29,7 +30,6 @@ from nsight_agent.errors import (
     NsightAgentError,
     UnknownMetricError,
 )
-from nsight_agent.request import validation_text
 
 
 def build_parser() -> argparse.ArgumentParser:

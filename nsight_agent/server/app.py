@@ -20,8 +20,9 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 
 from nsight_agent import __version__
+from nsight_agent.arguments import strict_arguments
 from nsight_agent.engine import process  # the server's own children (start-up, shutdown)
-from nsight_agent.request import KERNEL_CONTRACT_SUMMARY, strict_arguments
+from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
 from nsight_agent.server import http, schemas, shutdown, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import ServerState, lifespan_for
 from nsight_agent.service import runs as run_store

@@ -25,8 +25,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
+from nsight_agent.arguments import validation_text
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
-from nsight_agent.request import validation_text
 from nsight_agent.server import http
 from nsight_agent.service import runs as run_store
 from nsight_agent.service import session as sessions

@@ -13,6 +13,7 @@ executor in use (the server's GPU slots, a Ray pool) runs them all.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from typing import Any
 from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.kernel import DEEPER
 from nsight_agent.diagnose.owner import user_kernel_names
-from nsight_agent.errors import NsightAgentError, RunCancelledError
+from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
+from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX
+from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
 from nsight_agent.service.profile import build_request
@@ -73,6 +76,15 @@ def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | Non
     return step_wall_ns(run), f"timing (run {run.run_id}): one call's wall time"
 
 
+def sampled_launches(run_dir: Path) -> list[PreLaunch] | None:
+    """The pre-flight's launches of a launch-sampled run (None for any other run)."""
+    manifest = run_dir / f"{PREFLIGHT_PREFIX}manifest.json"
+    try:
+        return preflight_launches(json.loads(manifest.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def diagnose_source(
     fields: dict[str, Any],
     where: Measuring,
@@ -83,11 +95,13 @@ def diagnose_source(
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
     time_step: bool = False,
+    sample_launches: bool | None = None,
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
     diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
     a second run with the ones their diagnosis asks for. Torch operator ranges are recorded
-    so a step's kernels group by operator."""
+    so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
+    measured, one config and one variant): ncu profiles one launch per configuration."""
     sections = ONE_PASS_SECTIONS if deep and not staged else FIRST_PASS_SECTIONS
     first = build_request(
         **fields,
@@ -97,6 +111,15 @@ def diagnose_source(
         warmup=1,
         torch_ranges=True,
     )
+    sample = first.one_measured_call() if sample_launches is None else sample_launches
+    if sample and not first.one_measured_call():
+        raise InvalidRequestError(
+            "sample_launches maps one measured call onto its pre-flight; this request measures "
+            f"{len(first.expanded_configs())} config(s) of {len(first.effective_variants())} "
+            "variant(s)",
+            "Give one config (or leave sample_launches unset: it is then on wherever it can be).",
+        )
+    first = first.model_copy(update={"sample_launches": sample}) if sample else first
     require_ncu(where)  # before the timing call: without ncu, no diagnosis
     wall, timed = _time_one_call(first, where) if time_step else (None, None)
     hints: dict[str, Any] = {
@@ -104,14 +127,14 @@ def diagnose_source(
         "user_kernels": user_kernel_names(first.source), "wall_ns": wall,
     }  # fmt: skip
     run = measure(first, "ncu", where)
-    d = diagnose_report(report_of(run), **hints)
+    d = diagnose_report(report_of(run), launches=sampled_launches(run.run_dir), **hints)
     label = "one pass" if sections is ONE_PASS_SECTIONS else "pass 1"
     passes = [f"{label} (run {run.run_id}): {', '.join(sections)}"]
     extra = deeper_sections(d) if deep and staged else []
     if extra:
         second = first.model_copy(update={"sections": [*sections, *extra]})
         run = measure(second, "ncu", where)
-        d = diagnose_report(report_of(run), **hints)
+        d = diagnose_report(report_of(run), launches=sampled_launches(run.run_dir), **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
     d.run_id, d.passes = run.run_id, [*([timed] if timed else []), *passes]
     return d
@@ -123,6 +146,7 @@ def diagnose_run(run_id: str, runs_root: Path | None = None, **options: Any) -> 
     d = diagnose_report(
         report_of(run),
         follow_up=f"diagnose_kernel(run_id={run_id!r}, offset={{offset}})",
+        launches=sampled_launches(run.run_dir),
         **options,
     )
     d.run_id = run_id

@@ -19,7 +19,8 @@ from pydantic import BaseModel, Field
 
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
-from nsight_agent.engine.collection import extract
+from nsight_agent.engine.collection import extract, launch_sampling
+from nsight_agent.engine.collection.launch_sampling import PreLaunch
 from nsight_agent.views.common import Page, page, sig
 from nsight_agent.views.report import gpu_name
 from nsight_agent.views.step import Placed, StepView, places, step_view
@@ -54,6 +55,9 @@ class ReportDiagnosis(BaseModel):
     others: list[KernelShare] | None = Field(default=None, description="One line each")
     passes: list[str] | None = Field(
         default=None, description="What each collection run gathered, and from which run"
+    )
+    sampled: str | None = Field(
+        default=None, description="How a step profiled one launch per configuration was read"
     )
     page: Page
     vocabulary: str = Field(
@@ -92,13 +96,18 @@ def diagnose_report(
     follow_up: str | None = None,
     user_kernels: set[str] | None = None,
     wall_ns: float | None = None,
+    launches: Sequence[PreLaunch] | None = None,
 ) -> ReportDiagnosis:
     """Diagnose the ``limit`` kernels from ``offset`` (by time share) in full, list up to
     ``one_line`` more in one line each; with more than one kernel, the step view first.
     ``ideal_bytes`` applies only when a single kernel is diagnosed (it describes one kernel's
     inputs and outputs). ``user_kernels``: names the user's source defines (the owner);
-    ``wall_ns``: one call's time on the GPU timeline, for the host-gap finding."""
+    ``wall_ns``: one call's time on the GPU timeline, for the host-gap finding;
+    ``launches``: the pre-flight's launches of a launch-sampled call (launch_sampling.py)."""
     actions = extract.iter_actions(extract.load(path))
+    sampled = None
+    if launches is not None:
+        actions, sampled = _expanded(actions, launches)
     placed = places(actions)  # read once: the kernel list and the step view both group by it
     rows = kernels_by_time(actions, placed)
     total = sum(r[2] for r in rows)
@@ -156,7 +165,23 @@ def diagnose_report(
         kernels=full,
         others=others or None,
         page=pg,
+        sampled=sampled,
     )
+
+
+def _expanded(actions: list[Any], launches: Sequence[PreLaunch]) -> tuple[list[Any], str | None]:
+    """Every launch of a sampled call, and what the answer says of it; when the profiled
+    launches cannot be mapped, the profiled ones alone, saying so."""
+    try:
+        every = launch_sampling.expand(actions, launches)
+    except launch_sampling.SamplingMismatch as err:
+        return actions, (
+            f"launch-sampled, not mapped ({err}): shares and launch counts count each "
+            f"profiled configuration once ({len(actions)} launches of {len(launches)})"
+        )
+    if len(every) == len(actions):
+        return every, None  # no configuration repeated: every launch was profiled
+    return every, launch_sampling.note(len(actions), len(every))
 
 
 NEVER_SILENT_PCT = 5.0  # a kernel of at least this share of the step always gets a pointer

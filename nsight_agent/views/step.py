@@ -130,9 +130,25 @@ def _bytes(r: dm.Reader, ns: float) -> float | None:
 Placed = list[tuple[dict[str, list[str]], str, str | None]]
 
 
+def _ranges(action: Any) -> dict[str, list[str]]:
+    """An action's NVTX ranges; a launch-sampled launch that ran in another torch operator
+    than the profiled launch it is read from has that operator in place of its ranges'."""
+    ranges = extract.nvtx_ranges(action)
+    own = getattr(action, "own_op", None)
+    if not own:
+        return ranges
+    out = {}
+    for domain, names in ranges.items():
+        ops = [n for n in names if is_torch_range(n)]
+        out[domain] = [own, *(n for n in names if n not in ops)] if ops else names
+    if not any(is_torch_range(n) for names in out.values() for n in names):
+        out[""] = [own, *out.get("", [])]
+    return out
+
+
 def places(actions: Sequence[Any]) -> Placed:
     """Each action's (NVTX ranges, group label, torch op), ranges enclosing every action left out."""
-    all_ranges = [extract.nvtx_ranges(a) for a in actions]
+    all_ranges = [_ranges(a) for a in actions]
     user_sets = [set(_split(r)[0]) for r in all_ranges]
     everywhere = frozenset(set.intersection(*user_sets)) if user_sets else frozenset()
     return [

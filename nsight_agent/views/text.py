@@ -238,6 +238,7 @@ def render_diagnosis(d: ReportDiagnosis) -> str:
     lines = [f"{d.kernels_total} kernel(s) on {d.gpu or 'unknown GPU'}; {d.report}"]
     lines += step_lines(d.step)
     lines += [f"  {p}" for p in d.passes or []]
+    lines += [f"  {d.sampled}"] if d.sampled else []
     for k in d.kernels:
         dg = k.diagnosis
         share = f"{k.share_pct:.3g}%" if k.share_pct is not None else "-"

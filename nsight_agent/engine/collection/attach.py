@@ -92,6 +92,10 @@ def cold_reason(options: ncu.NcuOptions) -> str | None:
         return "sections requested (attach mode profiles every kernel: no NVTX filter)"
     if options.extra_args:
         return "extra ncu arguments"
+    if options.sample_launches:
+        # per-launch-config counts the launches the filter lets through: without the NVTX
+        # filter, the set-up's and the warm-up's launches would take each configuration's one
+        return "launch sampling (needs the NVTX filter, which attach mode lacks)"
     return None
 
 

@@ -18,7 +18,7 @@ from typing import get_args
 
 from nsight_agent.annotation import NCU_NVTX_INCLUDE
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import gpu_lock
+from nsight_agent.engine.collection import gpu_lock, launch_sampling
 from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.errors import (
     CollectionTimeoutError,
@@ -89,6 +89,7 @@ class NcuOptions:
     clock_control: ClockControl = "none"
     nvtx_include: Sequence[str] = (NCU_NVTX_INCLUDE,)
     extra_args: Sequence[str] = field(default_factory=tuple)
+    sample_launches: bool = False  # one launch per launch configuration (launch_sampling.py)
 
     def __post_init__(self) -> None:
         check_choice("replay_mode", self.replay_mode, ReplayMode)
@@ -134,21 +135,20 @@ def build_argv(
 
 def nvtx_args(nvtx_include: Sequence[str]) -> list[str]:
     """The NVTX filter: ``--nvtx`` and one ``--nvtx-include`` per expression."""
-    argv = ["--nvtx"] if nvtx_include else []
-    for expr in nvtx_include:
-        argv += ["--nvtx-include", expr]
-    return argv
+    return (["--nvtx"] if nvtx_include else []) + [
+        a for e in nvtx_include for a in ("--nvtx-include", e)
+    ]
 
 
 def collection_args(options: NcuOptions) -> list[str]:
     """What to collect and how: replay, cache and clock control, metrics, sections."""
-    argv = ["--replay-mode", options.replay_mode]
-    argv += ["--cache-control", options.cache_control]
+    argv = ["--replay-mode", options.replay_mode, "--cache-control", options.cache_control]
     argv += ["--clock-control", options.clock_control]
     if options.metrics:
         argv += ["--metrics", ",".join(options.metrics)]
     for section in options.sections:
         argv += ["--section", section]
+    argv += list(launch_sampling.NCU_ARGS) if options.sample_launches else []
     return argv + list(options.extra_args)
 
 

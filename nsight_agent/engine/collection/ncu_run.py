@@ -63,6 +63,7 @@ def collect_harness(
         replay_mode=request.replay_mode,
         cache_control=request.cache_control,
         clock_control=request.clock_control,
+        sample_launches=request.sample_launches,
     )
     files = RunFiles.in_folder(run_dir)
     limit = request.timeout_s * (2 if gate is not None else 1)

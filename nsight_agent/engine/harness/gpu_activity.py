@@ -19,6 +19,7 @@ only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +33,15 @@ KERNEL_LAUNCHES = ("LaunchKernel", "LaunchCooperativeKernel")
 
 @dataclass(frozen=True)
 class Activity:
-    """One GPU record of a call: its interval (ns), stream and name."""
+    """One GPU record of a call: its interval (ns), stream and name; for a kernel, its launch
+    configuration when kineto gave it (``launch_config``)."""
 
     start: int
     end: int
     stream: int
     name: str
+    config: tuple[int, ...] | None = None
+    op: str | None = None  # the outermost torch operator it ran in, with input sizes
 
     @property
     def is_copy(self) -> bool:
@@ -56,6 +60,76 @@ def is_copy(name: str) -> bool:
     return name.startswith(("Memcpy", "Memset", "[memory]"))
 
 
+# kineto writes a kernel record's launch into its metadata, a JSON fragment:
+# ... "shared memory": 0, ... "grid": [128, 1, 1], "block": [256, 1, 1], ...
+_DIMS = {
+    key: re.compile(rf'"{key}"\s*:\s*\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]')
+    for key in ("grid", "block")
+}
+_SHARED = re.compile(r'"shared memory"\s*:\s*(\d+)')
+
+
+def launch_config(metadata: str) -> tuple[int, ...] | None:
+    """(grid x, y, z, block x, y, z, dynamic shared memory bytes) of a kernel record's
+    metadata, or None when it holds no grid and block (a copy, an older kineto)."""
+    grid, block = (_DIMS[k].search(metadata) for k in ("grid", "block"))
+    if grid is None or block is None:
+        return None
+    shared = _SHARED.search(metadata)
+    dims = [int(v) for m in (grid, block) for v in m.groups()]
+    return (*dims, int(shared.group(1)) if shared else 0)
+
+
+def _config(event: Any) -> tuple[int, ...] | None:
+    metadata = getattr(event, "metadata_json", None)
+    try:
+        text = metadata() if callable(metadata) else None
+    except Exception:  # a build of torch without it: the launch is simply not known
+        return None
+    return launch_config(text) if isinstance(text, str) else None
+
+
+_TORCH_OP = re.compile(r"^(aten::|autograd::|\w+Backward\d*\b)")
+
+
+def _op_label(event: Any) -> str:
+    """A torch operator as torch's NVTX ranges name it (``emit_nvtx(record_shapes=True)``:
+    "aten::add, seq = 1, op_id = 2, sizes = [[4], [4]]", read by views/step.clean_op)."""
+    shapes = getattr(event, "shapes", None)
+    try:
+        sizes = shapes() if callable(shapes) else None
+    except Exception:  # shapes not recorded
+        sizes = None
+    return f"{event.name()}, sizes = {sizes}" if sizes else str(event.name())
+
+
+def outer_ops(events: Sequence[Any]) -> dict[int, str]:
+    """Per launch's correlation id, the outermost torch operator open on its thread when it
+    launched (what the step view groups a kernel by)."""
+    by_thread: dict[int, list[tuple[int, int, int, Any]]] = {}  # (time, kind, -end, event)
+    for e in events:
+        if not _on_cpu(e):
+            continue
+        thread = int(getattr(e, "start_thread_id", lambda: 0)())
+        start = e.start_ns()
+        if _TORCH_OP.match(e.name()):
+            by_thread.setdefault(thread, []).append((start, 0, -(start + e.duration_ns()), e))
+        elif e.name().startswith(LAUNCHES):
+            by_thread.setdefault(thread, []).append((start, 1, 0, e))
+    found: dict[int, str] = {}
+    for items in by_thread.values():
+        items.sort(key=lambda x: (x[0], x[1], x[2]))
+        open_ops: list[tuple[int, Any]] = []  # (end, event), outermost first
+        for start, kind, neg_end, e in items:
+            while open_ops and open_ops[-1][0] < start:
+                open_ops.pop()
+            if kind == 0:
+                open_ops.append((-neg_end, e))
+            elif open_ops:
+                found[e.correlation_id()] = _op_label(open_ops[0][1])
+    return found
+
+
 def _on_cpu(event: Any) -> bool:
     return str(event.device_type()).endswith("CPU")
 
@@ -64,8 +138,10 @@ def _on_gpu(event: Any) -> bool:
     return str(event.device_type()).endswith("CUDA")
 
 
-def attribute(events: Sequence[Any]) -> CallActivity:
-    """Each call's GPU records and lost kernel launches (see the module docstring)."""
+def attribute(events: Sequence[Any], configs: bool = False) -> CallActivity:
+    """Each call's GPU records and lost kernel launches (see the module docstring);
+    ``configs``: each kernel's launch configuration and torch operator read too (not needed
+    to time a call)."""
     windows = []
     for e in events:
         name = e.name()
@@ -86,6 +162,7 @@ def attribute(events: Sequence[Any]) -> CallActivity:
                 if any(k in e.name() for k in KERNEL_LAUNCHES):
                     kernel_launches[e.correlation_id()] = call
                 break
+    ops = outer_ops(events) if configs else {}
     out = CallActivity()
     recorded: set[int] = set()
     for e in events:
@@ -95,7 +172,14 @@ def attribute(events: Sequence[Any]) -> CallActivity:
         if found is not None:
             recorded.add(e.correlation_id())
             start = e.start_ns()
-            activity = Activity(start, start + e.duration_ns(), e.device_resource_id(), e.name())
+            activity = Activity(
+                start,
+                start + e.duration_ns(),
+                e.device_resource_id(),
+                e.name(),
+                _config(e) if configs else None,
+                ops.get(e.correlation_id()),
+            )
             out.calls.setdefault(found, []).append(activity)
     for corr, call in kernel_launches.items():
         if corr not in recorded:

@@ -275,39 +275,50 @@ def op_ranges(wanted: bool) -> Any:
 
 
 def call_counting_kernels(
-    entry: Callable[..., Any], inputs: Any, device: str
+    entry: Callable[..., Any],
+    inputs: Any,
+    device: str,
+    launches: list[list[Any]] | None = None,
 ) -> tuple[Any, list[str] | None, float | None]:
     """Call ``entry``; on CUDA also list the kernels it launched and measure the GPU time of
     the copies and memsets it made (torch.profiler, CUPTI): ncu profiles kernels only, so this
     is the pre-flight's record of the work ncu does not see (ns, the union of their intervals).
     A call one of whose kernel records CUPTI lost has no count (None, as on the CPU): a lost
     record is not a kernel that did not run (``gpu_activity``); ``LOST_CALLS`` keeps them.
+    ``launches``: each kernel's [name, launch configuration or None, ns, torch operator or
+    None] is appended to it, in the order the GPU ran them (what a launch-sampled ncu run is weighed by: collection/launch_sampling.py).
     """
     if not device.startswith("cuda"):
         return call(entry, inputs), None, None
     from torch.autograd.profiler import record_function
 
-    with kineto_profiler() as prof:
+    with kineto_profiler(shapes=launches is not None) as prof:
         with record_function(f"{gpu_activity.CALL_PREFIX}0"):
             out = call(entry, inputs)
         synchronize(device)
-    found = gpu_activity.attribute(prof.kineto_results.events())
+    found = gpu_activity.attribute(prof.kineto_results.events(), configs=launches is not None)
     if found.lost.get(0):
         LOST_CALLS.append(found.lost[0])
         return out, None, None
     work = found.calls.get(0, [])
     copies = [(a.start, a.end) for a in work if a.is_copy]
+    if launches is not None:
+        kernels = sorted((a for a in work if not a.is_copy), key=lambda a: a.start)
+        launches += [
+            [a.name, list(a.config) if a.config else None, a.end - a.start, a.op] for a in kernels
+        ]
     return out, [a.name for a in work if not a.is_copy], float(union_ns(copies))
 
 
-def kineto_profiler(cpu: bool = True) -> Any:
+def kineto_profiler(cpu: bool = True, shapes: bool = False) -> Any:
     """torch's kineto profiler of CPU ranges (``cpu``) and CUDA work, CUPTI underneath: the
     one ``torch.profiler.profile`` makes, without that class's start, which asks
     ``hasattr(torch, "_inductor")`` and so imports torch._inductor and torch._dynamo (5.8 s of
-    a 15 s pre-flight on the H200, 2026-12-04). Its events: ``.kineto_results.events()``."""
+    a 15 s pre-flight on the H200, 2026-12-04). Its events: ``.kineto_results.events()``;
+    ``shapes``: operators' input sizes recorded (a launch-sampled pre-flight's groups)."""
     from torch.autograd.profiler import profile
 
-    return profile(use_cpu=cpu, use_device="cuda", use_kineto=True)
+    return profile(use_cpu=cpu, use_device="cuda", use_kineto=True, record_shapes=shapes)
 
 
 def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
