@@ -8,6 +8,7 @@ the requests that cannot be sampled."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,3 +254,38 @@ def test_each_launch_is_placed_in_the_outermost_torch_operator_of_its_thread() -
     }
     # the label reads as torch's own NVTX range does in the step view
     assert clean_op("aten::linear, sizes = [[8, 4], [2, 4]]") == "aten::linear [[8, 4], [2, 4]]"
+
+
+def test_launch_configurations_come_from_kinetos_trace_where_its_events_hold_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On the H200 the events' metadata held no grid for the kernels of a cuDNN convolution;
+    # kineto's Chrome trace writes each kernel's grid, block and correlation id.
+    trace = {
+        "traceEvents": [
+            {"cat": "kernel", "name": "conv", "args": {"correlation": 5, "grid": [4, 2, 1],
+             "block": [128, 1, 1], "shared memory": 4096}},
+            {"cat": "gpu_memcpy", "name": "Memcpy", "args": {"correlation": 7}},
+            {"cat": "cpu_op", "name": "aten::conv2d", "args": {}},
+        ]
+    }  # fmt: skip
+    assert gpu_activity.configs_of_trace(trace) == {5: (4, 2, 1, 128, 1, 1, 4096)}
+    events = [
+        Event(f"{CALL_PREFIX}0", "CPU", 0, 10_000),
+        Event("cudaLaunchKernel", "CPU", 100, 10, corr=5),
+        Event("conv", "CUDA", 1_000, 500, corr=5),
+    ]
+
+    class Profiler(SimpleNamespace):
+        def export_chrome_trace(self, path: str) -> None:
+            Path(path).write_text(json.dumps(trace))
+
+    @contextlib.contextmanager
+    def profile(cpu: bool = True, shapes: bool = False) -> Iterator[Any]:
+        yield Profiler(kineto_results=SimpleNamespace(events=lambda: events))
+
+    monkeypatch.setattr(runtime, "kineto_profiler", profile)
+    monkeypatch.setattr(runtime, "synchronize", lambda device: None)
+    launches: list[list[Any]] = []
+    runtime.call_counting_kernels(lambda: 1, (), "cuda", launches)
+    assert launches == [["conv", [4, 2, 1, 128, 1, 1, 4096], 500, None]]

@@ -80,6 +80,21 @@ def launch_config(metadata: str) -> tuple[int, ...] | None:
     return (*dims, int(shared.group(1)) if shared else 0)
 
 
+def configs_of_trace(trace: dict[str, Any]) -> dict[int, tuple[int, ...]]:
+    """Per correlation id, each kernel's launch configuration from kineto's Chrome trace,
+    where kineto writes a kernel's grid and block as arguments (read there on the H200 when
+    the events' own metadata held none, 2026-12-04)."""
+    found: dict[int, tuple[int, ...]] = {}
+    for e in trace.get("traceEvents", []):
+        args = e.get("args") or {}
+        grid, block = args.get("grid"), args.get("block")
+        if e.get("cat") != "kernel" or "correlation" not in args or not grid or not block:
+            continue
+        shared = int(args.get("shared memory", 0) or 0)
+        found[int(args["correlation"])] = (*map(int, grid), *map(int, block), shared)
+    return found
+
+
 def _config(event: Any) -> tuple[int, ...] | None:
     metadata = getattr(event, "metadata_json", None)
     try:
@@ -138,10 +153,12 @@ def _on_gpu(event: Any) -> bool:
     return str(event.device_type()).endswith("CUDA")
 
 
-def attribute(events: Sequence[Any], configs: bool = False) -> CallActivity:
+def attribute(
+    events: Sequence[Any], configs: bool = False, known: dict[int, tuple[int, ...]] | None = None
+) -> CallActivity:
     """Each call's GPU records and lost kernel launches (see the module docstring);
     ``configs``: each kernel's launch configuration and torch operator read too (not needed
-    to time a call)."""
+    to time a call), from its metadata or else ``known`` (``configs_of_trace``)."""
     windows = []
     for e in events:
         name = e.name()
@@ -177,7 +194,7 @@ def attribute(events: Sequence[Any], configs: bool = False) -> CallActivity:
                 start + e.duration_ns(),
                 e.device_resource_id(),
                 e.name(),
-                _config(e) if configs else None,
+                (_config(e) or (known or {}).get(e.correlation_id())) if configs else None,
                 ops.get(e.correlation_id()),
             )
             out.calls.setdefault(found, []).append(activity)

@@ -297,6 +297,11 @@ def call_counting_kernels(
             out = call(entry, inputs)
         synchronize(device)
     found = gpu_activity.attribute(prof.kineto_results.events(), configs=launches is not None)
+    if launches is not None and any(
+        not a.is_copy and a.config is None for a in found.calls.get(0, [])
+    ):
+        known = _trace_configs(prof)  # the events' metadata held no grid: kineto's trace does
+        found = gpu_activity.attribute(prof.kineto_results.events(), configs=True, known=known)
     if found.lost.get(0):
         LOST_CALLS.append(found.lost[0])
         return out, None, None
@@ -308,6 +313,16 @@ def call_counting_kernels(
             [a.name, list(a.config) if a.config else None, a.end - a.start, a.op] for a in kernels
         ]
     return out, [a.name for a in work if not a.is_copy], float(union_ns(copies))
+
+
+def _trace_configs(prof: Any) -> dict[int, tuple[int, ...]]:
+    """Each kernel's launch configuration by correlation id, from the profiler's Chrome trace."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return gpu_activity.configs_of_trace(json.loads(path.read_text()))
 
 
 def kineto_profiler(cpu: bool = True, shapes: bool = False) -> Any:
