@@ -57,7 +57,7 @@ def preflight_launches(manifest: dict[str, Any]) -> list[PreLaunch] | None:
     ]
 
 
-_ANON = re.compile(r"\(anonymous namespace\)::")
+_ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::")  # CUPTI's and ncu's spellings
 
 
 def base_name(name: str) -> str:
@@ -75,27 +75,10 @@ def _dims(action: Any, names: Sequence[str]) -> tuple[int, ...] | None:
     return tuple(int(action[n].value()) for n in names)
 
 
-def _matches(action: Any, launch: PreLaunch) -> bool:
-    """Whether the profiled ``action`` can be ``launch``: the same bare name, grid and block
-    (what either side does not hold is not compared)."""
-    a, b = base_name(str(action.name())), base_name(launch.name)
-    if a and b and a != b:
-        return False
-    if launch.config is None:
-        return True
+def _shape(action: Any) -> tuple[int, ...] | None:
+    """A profiled launch's grid and block, or None where the report holds neither."""
     grid, block = _dims(action, GRID), _dims(action, BLOCK)
-    if grid is not None and grid != launch.config[:3]:
-        return False
-    return block is None or block == launch.config[3:6]
-
-
-def _key(launch: PreLaunch, shared: bool) -> tuple[Any, ...]:
-    """A configuration as the pre-flight names it: the whole demangled name (two functors of
-    one templated kernel are two functions, to ncu as well), grid, block and, with
-    ``shared``, dynamic shared memory. ncu's report spells demangled names its own way, so an
-    action is matched by bare name (``_matches``)."""
-    config = launch.config or ()
-    return (launch.name, config[:7] if shared else config[:6])
+    return (*grid, *block) if grid is not None and block is not None else None
 
 
 class _ScaledMetric:
@@ -138,44 +121,53 @@ class SampledLaunch:
 def expand(actions: Sequence[Any], launches: Sequence[PreLaunch]) -> list[Any]:
     """Every launch of the call, in order, each as the profiled launch of its configuration.
 
-    Walking the launches in order: one whose configuration was profiled already is read from
-    that launch; any other is the first of its configuration, so the next profiled action,
-    which must match it. A launch that does not, or a profiled action left over, is a
-    ``SamplingMismatch``. Whether ncu's configurations tell shared memory apart is not
-    documented: with it first, then without. ncu having profiled every launch (none of a
-    configuration repeated, to its eyes) is the one-to-one map."""
-    if len(actions) == len(launches) and all(map(_matches, actions, launches)):
+    ncu keys a configuration by its own rules (on the H200 two functors of one templated
+    kernel with one grid shared a profiled launch, 2026-12-04), so the map does not lean on
+    them: a launch belongs to the profiled launches of its bare name, grid and block (or bare
+    name alone where the pre-flight has no shape). When several share those (ncu told them
+    apart further), the launch's distinct pre-flight names take them in order of first
+    appearance. The first launch placed on a profiled one is the one ncu measured: others are
+    scaled from its pre-flight duration. A launch with no profiled launch to stand for it, or
+    a profiled launch no launch was placed on, is a ``SamplingMismatch``. ncu having
+    profiled every launch (none repeated, to its eyes) is the one-to-one map."""
+    if len(actions) == len(launches) and all(
+        base_name(str(a.name())) == base_name(x.name) for a, x in zip(actions, launches)
+    ):
         return list(actions)
-    try:
-        return _expand(actions, launches, shared=True)
-    except SamplingMismatch:
-        return _expand(actions, launches, shared=False)
-
-
-def _expand(actions: Sequence[Any], launches: Sequence[PreLaunch], shared: bool) -> list[Any]:
+    by_shape: dict[tuple[Any, ...], list[int]] = {}
+    for j, action in enumerate(actions):
+        bare = base_name(str(action.name()))
+        by_shape.setdefault((bare, _shape(action)), []).append(j)
+        by_shape.setdefault((bare, None), []).append(j)
+    names: dict[tuple[Any, ...], list[str]] = {}  # shape key -> its distinct full names, in order
+    first: dict[int, PreLaunch] = {}  # profiled action -> the launch it measured
     out: list[Any] = []
-    profiled: dict[tuple[Any, ...], tuple[Any, PreLaunch]] = {}  # key -> (action, its launch)
-    j = 0
     for i, launch in enumerate(launches):
-        found = profiled.get(_key(launch, shared))
-        if found is not None:
-            action, first = found
-            scale = launch.ns / first.ns if first.ns > 0 else 1.0
-            own_op = launch.op if launch.op != first.op else None
-            out.append(SampledLaunch(action, scale, own_op))
-            continue
-        if j >= len(actions) or not _matches(actions[j], launch):
+        key = (base_name(launch.name), launch.config[:6] if launch.config else None)
+        candidates = by_shape.get(key)
+        if not candidates:
             raise SamplingMismatch(
-                f"launch {i + 1} of {len(launches)} ({base_name(launch.name)[:60]}, "
-                f"{launch.config}) has no profiled launch of its configuration"
+                f"launch {i + 1} of {len(launches)} ({key[0][:60]}, grid and block "
+                f"{key[1]}) has no profiled launch of its configuration; profiled: "
+                + ", ".join(f"{base_name(str(a.name()))[:40]} {_shape(a)}" for a in actions[:6])
             )
-        profiled[_key(launch, shared)] = (actions[j], launch)
-        out.append(actions[j])
-        j += 1
-    if j != len(actions):
+        seen = names.setdefault(key, [])
+        if launch.name not in seen:
+            seen.append(launch.name)
+        j = candidates[min(seen.index(launch.name), len(candidates) - 1)]
+        measured = first.setdefault(j, launch)
+        if measured is launch:
+            out.append(actions[j])
+            continue
+        scale = launch.ns / measured.ns if measured.ns > 0 else 1.0
+        own_op = launch.op if launch.op != measured.op else None
+        out.append(SampledLaunch(actions[j], scale, own_op))
+    unplaced = [j for j in range(len(actions)) if j not in first]
+    if unplaced:
         raise SamplingMismatch(
-            f"ncu profiled {len(actions) - j} launch(es) the pre-flight's list does not hold "
-            f"(first: {base_name(str(actions[j].name()))[:60]})"
+            f"ncu profiled {len(unplaced)} launch(es) the pre-flight's list does not hold "
+            f"(first: {base_name(str(actions[unplaced[0]].name()))[:60]} "
+            f"{_shape(actions[unplaced[0]])})"
         )
     return out
 
