@@ -26,6 +26,7 @@ from nsight_agent.engine.harness.gpu_activity import CALL_PREFIX, attribute, lau
 from nsight_agent.request import ProfileRequest
 from nsight_agent.views.diagnosis import _expanded
 from nsight_agent.views.step import clean_op, is_torch_range, step_view
+from tests.fakes import FakeAction
 from tests.fixture_reports import unpacked
 from tests.test_worker_timer import Event
 
@@ -293,3 +294,46 @@ def test_launch_configurations_come_from_kinetos_trace_where_its_events_hold_non
     launches: list[list[Any]] = []
     runtime.call_counting_kernels(lambda: 1, (), "cuda", launches)
     assert launches == [["conv", [4, 2, 1, 128, 1, 1, 4096], 500, None]]
+
+
+def _fake(name: str, grid: int, ns: float) -> FakeAction:
+    dims = dict(zip(launch_sampling.GRID, (grid, 1, 1), strict=True))
+    dims |= dict(zip(launch_sampling.BLOCK, (512, 1, 1), strict=True))
+    return FakeAction(dims | {DURATION: ns}, name=name)
+
+
+def test_the_map_follows_what_ncu_told_apart_as_seen_on_the_h200() -> None:
+    # ResNet's step on the H200: ncu profiled one cuDNN batch norm per shared-memory size,
+    # and one elementwise launch for two functors (add, mul) with one grid.
+    bn = "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnnTensorStruct)"
+    add = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
+    )
+    mul = "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>(int)"
+    shape = (64, 1, 1, 512, 1, 1)
+    launches = [
+        PreLaunch(bn, (*shape, 144), 100.0, "aten::batch_norm, sizes = [[2, 64]]"),
+        PreLaunch(add, (*shape, 0), 10.0, "aten::add"),
+        PreLaunch(bn, (*shape, 288), 300.0, "aten::batch_norm, sizes = [[2, 128]]"),
+        PreLaunch(mul, (*shape, 0), 20.0, "aten::mul"),
+        PreLaunch(bn, (*shape, 144), 110.0, "aten::batch_norm, sizes = [[2, 64]]"),
+    ]
+    profiled = [
+        _fake("bn_fw_tr_1C11_singleread", 64, 1000.0),
+        _fake("vectorized_elementwise_kernel", 64, 50.0),
+        _fake("bn_fw_tr_1C11_singleread", 64, 3000.0),
+    ]
+    every = launch_sampling.expand(profiled, launches)
+    assert [x if not isinstance(x, launch_sampling.SampledLaunch) else x.action for x in every] == [
+        profiled[0],
+        profiled[1],
+        profiled[2],
+        profiled[1],
+        profiled[0],
+    ]
+    assert every[3][DURATION].value() == pytest.approx(100.0)  # 50 x 20/10
+    assert every[3].own_op == "aten::mul"  # grouped under its own operator
+    assert every[4][DURATION].value() == pytest.approx(1100.0)  # 1000 x 110/100
+    assert every[4].own_op is None
+    with pytest.raises(SamplingMismatch, match="the pre-flight.s list does not hold"):
+        launch_sampling.expand([*profiled, _fake("bn_fw_tr_1C11_singleread", 64, 9.0)], launches)

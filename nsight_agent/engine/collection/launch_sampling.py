@@ -16,7 +16,7 @@ so rather than guessing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,43 +118,67 @@ class SampledLaunch:
         return getattr(self.action, name)
 
 
+# Within one bare name, grid and block, what else ncu's configurations tell apart, tried in
+# this order: on the H200 (2026-12-04) two functors of one templated elementwise kernel shared
+# a profiled launch, while one cuDNN batch-norm kernel was profiled once per shared-memory size.
+_FINER: tuple[Callable[[PreLaunch], Any], ...] = (
+    lambda x: None,
+    lambda x: x.config[6:7] if x.config else None,
+    lambda x: x.name,
+    lambda x: (x.config[6:7] if x.config else None, x.name),
+)
+
+
 def expand(actions: Sequence[Any], launches: Sequence[PreLaunch]) -> list[Any]:
     """Every launch of the call, in order, each as the profiled launch of its configuration.
 
-    ncu keys a configuration by its own rules (on the H200 two functors of one templated
-    kernel with one grid shared a profiled launch, 2026-12-04), so the map does not lean on
+    ncu keys a configuration by rules of its own (``_FINER``), so the map does not assume
     them: a launch belongs to the profiled launches of its bare name, grid and block (or bare
-    name alone where the pre-flight has no shape). When several share those (ncu told them
-    apart further), the launch's distinct pre-flight names take them in order of first
-    appearance. The first launch placed on a profiled one is the one ncu measured: others are
-    scaled from its pre-flight duration. A launch with no profiled launch to stand for it, or
-    a profiled launch no launch was placed on, is a ``SamplingMismatch``. ncu having
-    profiled every launch (none repeated, to its eyes) is the one-to-one map."""
+    name alone where the pre-flight has no shape); where there are several, the first of
+    ``_FINER`` that splits those launches into as many kinds as there are profiled ones
+    places them, kinds and profiled launches both in order of first appearance. The first
+    launch placed on a profiled one is the one ncu measured: the others are scaled from its
+    pre-flight duration. A launch with no profiled launch to stand for it, or a profiled
+    launch no launch was placed on, is a ``SamplingMismatch``. ncu having profiled every
+    launch (none repeated, to its eyes) is the one-to-one map."""
     if len(actions) == len(launches) and all(
         base_name(str(a.name())) == base_name(x.name) for a, x in zip(actions, launches)
     ):
         return list(actions)
-    by_shape: dict[tuple[Any, ...], list[int]] = {}
+    candidates: dict[tuple[Any, ...], list[int]] = {}
     for j, action in enumerate(actions):
         bare = base_name(str(action.name()))
-        by_shape.setdefault((bare, _shape(action)), []).append(j)
-        by_shape.setdefault((bare, None), []).append(j)
-    names: dict[tuple[Any, ...], list[str]] = {}  # shape key -> its distinct full names, in order
-    first: dict[int, PreLaunch] = {}  # profiled action -> the launch it measured
-    out: list[Any] = []
+        candidates.setdefault((bare, _shape(action)), []).append(j)
+        candidates.setdefault((bare, None), []).append(j)
+    groups: dict[tuple[Any, ...], list[int]] = {}  # key -> its launches' indices
     for i, launch in enumerate(launches):
         key = (base_name(launch.name), launch.config[:6] if launch.config else None)
-        candidates = by_shape.get(key)
-        if not candidates:
+        if key not in candidates:
             raise SamplingMismatch(
                 f"launch {i + 1} of {len(launches)} ({key[0][:60]}, grid and block "
-                f"{key[1]}) has no profiled launch of its configuration; profiled: "
-                + ", ".join(f"{base_name(str(a.name()))[:40]} {_shape(a)}" for a in actions[:6])
+                f"{key[1]}) has no profiled launch of its configuration"
             )
-        seen = names.setdefault(key, [])
-        if launch.name not in seen:
-            seen.append(launch.name)
-        j = candidates[min(seen.index(launch.name), len(candidates) - 1)]
+        groups.setdefault(key, []).append(i)
+    placed: list[int] = [0] * len(launches)
+    for key, members in groups.items():
+        js = candidates[key]
+        for kind in _FINER:
+            kinds = list(dict.fromkeys(kind(launches[i]) for i in members))
+            if len(kinds) == len(js) or (key[1] is None and len(kinds) <= len(js)):
+                break
+        else:
+            kinds = [None]  # no rule splits them so: the first profiled launch stands for all
+            kind = _FINER[0]
+        for i in members:
+            placed[i] = js[min(kinds.index(kind(launches[i])), len(js) - 1)]
+    return _read(actions, launches, placed)
+
+
+def _read(actions: Sequence[Any], launches: Sequence[PreLaunch], placed: list[int]) -> list[Any]:
+    """Each launch as its profiled launch (``placed``), the first one placed on it as measured."""
+    first: dict[int, PreLaunch] = {}
+    out: list[Any] = []
+    for launch, j in zip(launches, placed, strict=True):
         measured = first.setdefault(j, launch)
         if measured is launch:
             out.append(actions[j])
