@@ -595,7 +595,15 @@ def diagnose_phase(
         found = diagnosis_fields(d) | {"stage_seconds": _stage_seconds_of(sweep, d.run_id)}
         if phase == "steps":
             found |= step_fields(d)
-            found["detail"] = f"{found['groups']} groups, causes {found.get('step_causes')}"
+            sampled = found.get("sampled") or ""
+            how = (
+                "; sampled, not mapped"
+                if "not mapped" in sampled
+                else "; sampled"
+                if sampled
+                else ""
+            )
+            found["detail"] = f"{found['groups']} groups, causes {found.get('step_causes')}{how}"
         return found
 
     for row, problem in each_problem(sweep, phase, problems, args):

@@ -140,6 +140,7 @@ def test_a_big_kernel_without_a_cause_is_counted_unless_a_step_cause_names_it() 
     assert len(found["uncaused"]) > 1  # the chain's kernels: no cause of their own
     assert all(k["share_pct"] >= sweep.SHARE_PCT for k in found["uncaused"])
     assert found["step_causes"] == ["unfused_chain"] and found["top_group"] == "user_col_gather"
+    assert found["sampled"] is None  # every launch profiled
 
 
 @pytest.mark.parametrize("name", ["step_chain", "step_layer_ho", "step_tiny", "step_chain_ho2"])

@@ -26,6 +26,7 @@ from nsight_agent.engine.harness.gpu_activity import CALL_PREFIX, attribute, lau
 from nsight_agent.request import ProfileRequest
 from nsight_agent.views.diagnosis import _expanded
 from nsight_agent.views.step import clean_op, is_torch_range, step_view
+from nsight_agent.views.text import render_diagnosis
 from tests.fakes import FakeAction
 from tests.fixture_reports import unpacked
 from tests.test_worker_timer import Event
@@ -337,3 +338,18 @@ def test_the_map_follows_what_ncu_told_apart_as_seen_on_the_h200() -> None:
     assert every[4].own_op is None
     with pytest.raises(SamplingMismatch, match="the pre-flight.s list does not hold"):
         launch_sampling.expand([*profiled, _fake("bn_fw_tr_1C11_singleread", 64, 9.0)], launches)
+
+
+def test_the_diagnosis_of_a_report_says_how_its_launches_were_read() -> None:
+    from nsight_agent.views.diagnosis import diagnose_report
+
+    path = unpacked(STEPS / "step_chain.ncu-rep.xz")
+    full = _actions("step_chain")
+    plain = diagnose_report(path)
+    same = diagnose_report(path, launches=[_prelaunch(a) for a in full])
+    assert same.sampled is None and same.step is not None and plain.step is not None
+    assert same.step.model_dump() == plain.step.model_dump()
+    other = diagnose_report(path, launches=[_prelaunch(a) for a in full[:3]])
+    assert other.sampled is not None and "not mapped" in other.sampled
+    assert other.step is not None and other.step.launches == len(full)
+    assert "not mapped" in render_diagnosis(other)
