@@ -108,7 +108,7 @@ def test_a_launch_no_profiled_launch_stands_for_is_a_mismatch() -> None:
     sampled = _sampled(full)
     with pytest.raises(SamplingMismatch, match="has no profiled launch of its configuration"):
         launch_sampling.expand(sampled[:-1], [_prelaunch(a) for a in full])
-    with pytest.raises(SamplingMismatch, match="the pre-flight's list does not hold"):
+    with pytest.raises(SamplingMismatch, match=r"the pre-flight.s list does not hold"):
         launch_sampling.expand(sampled, [_prelaunch(a) for a in full[:1]])
     other = [
         PreLaunch(p.name, (*p.config[:3], 999, 1, 1, 0) if p.config else None, p.ns)
@@ -336,7 +336,7 @@ def test_the_map_follows_what_ncu_told_apart_as_seen_on_the_h200() -> None:
     assert every[3].own_op == "aten::mul"  # grouped under its own operator
     assert every[4][DURATION].value() == pytest.approx(1100.0)  # 1000 x 110/100
     assert every[4].own_op is None
-    with pytest.raises(SamplingMismatch, match="the pre-flight.s list does not hold"):
+    with pytest.raises(SamplingMismatch, match=r"the pre-flight.s list does not hold"):
         launch_sampling.expand([*profiled, _fake("bn_fw_tr_1C11_singleread", 64, 9.0)], launches)
 
 
