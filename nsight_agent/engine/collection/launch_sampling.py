@@ -4,13 +4,13 @@ A deep network or an RNN repeats the same kernel with the same grid and block ma
 KernelBench LSTM: 6,242 launches a step in 5 configurations; ResNet101: 586 in 67), and ncu
 costs about 0.5 s a launch with the cheap sections on the H200. Under ``sample_launches`` ncu
 profiles the first launch of each configuration in the measured call (``NCU_ARGS``)
-and the pre-flight lists every launch of that call with its configuration and its duration
-(CUPTI, ``runtime.call_counting_kernels``). ``expand`` maps the two by launch order: each
-launch of the call becomes the profiled launch of its configuration, its time (and DRAM
-bytes) scaled by its own pre-flight duration over the profiled one's, since one configuration
-can do different work (a cuDNN batch norm over more channels: +21 % read from one sample on
-ResNet18, 2026-12-04). A launch the map cannot place is ``SamplingMismatch``: the caller says
-so rather than guessing.
+and the pre-flight lists every launch of that call with its configuration, duration and torch
+operator (CUPTI, ``runtime.call_counting_kernels``). ``expand`` maps the two: each launch of
+the call becomes the profiled launch of its configuration, its time (and DRAM bytes) scaled
+by its own pre-flight duration over the profiled one's, since one configuration can do
+different work (a cuDNN batch norm over more channels: 21 % off when read from one sample on
+ResNet18, 2026-12-04), and grouped under its own operator. A launch the map cannot place is
+``SamplingMismatch``: the caller says so rather than guessing.
 """
 
 from __future__ import annotations
