@@ -29,6 +29,7 @@ from nsight_agent.views.step import clean_op, is_torch_range, step_view
 from nsight_agent.views.text import render_diagnosis
 from tests.fakes import FakeAction
 from tests.fixture_reports import unpacked
+from tests.test_gpu_activity import _fake_profiler
 from tests.test_worker_timer import Event
 
 STEPS = Path(__file__).parent / "fixtures" / "steps"
@@ -187,14 +188,7 @@ def test_the_preflight_lists_each_launch_with_its_configuration_in_gpu_order(
         MetaEvent("first", "CUDA", 1_000, 500, corr=5),
         MetaEvent("Memcpy DtoD (Device -> Device)", "CUDA", 2_600, 300, corr=7),
     ]
-
-    @contextlib.contextmanager
-    def profile(cpu: bool = True, shapes: bool = False) -> Iterator[Any]:
-        yield SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
-
-    monkeypatch.setattr(runtime, "kineto_profiler", profile)
-    monkeypatch.setattr(runtime, "synchronize", lambda device: None)
-    monkeypatch.setattr(runtime, "LOST_CALLS", [])
+    _fake_profiler(monkeypatch, events)
     launches: list[list[Any]] = []
     out, kernels, _ = runtime.call_counting_kernels(lambda: 1, (), "cuda", launches)
     assert out == 1 and sorted(kernels or []) == ["first", "second"]
