@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from nsight_agent.arguments import validation_text
 from nsight_agent.request import (
     MAX_CONFIGS,
     MAX_SOURCE_BYTES,
     ProfileRequest,
     Variant,
     expand_configs,
-    validation_text,
 )
 
 # no example database in the checkout; no deadline on a loaded two-core machine
