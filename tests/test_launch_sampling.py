@@ -347,3 +347,31 @@ def test_the_diagnosis_of_a_report_says_how_its_launches_were_read() -> None:
     assert other.sampled is not None and "not mapped" in other.sampled
     assert other.step is not None and other.step.launches == len(full)
     assert "not mapped" in render_diagnosis(other)
+
+
+def test_kinetos_trace_is_read_once_and_only_for_kernels_whose_metadata_holds_no_grid() -> None:
+    events = [
+        Event(f"{CALL_PREFIX}0", "CPU", 0, 10_000),
+        Event("cudaLaunchKernel", "CPU", 100, 10, corr=5),
+        Event("cudaLaunchKernel", "CPU", 150, 10, corr=6),
+        Event("cudaMemcpyAsync", "CPU", 200, 10, corr=7),
+        Event("a", "CUDA", 1_000, 500, corr=5),
+        Event("b", "CUDA", 2_000, 300, corr=6),
+        Event("Memcpy DtoD (Device -> Device)", "CUDA", 2_600, 300, corr=7),
+    ]
+    asked: list[int] = []
+
+    def known() -> dict[int, tuple[int, ...]]:
+        asked.append(1)
+        return {5: (1, 1, 1, 32, 1, 1, 0), 6: (2, 1, 1, 32, 1, 1, 0)}
+
+    found = attribute(events, configs=True, known=known)
+    assert [a.config for a in found.calls[0]] == [
+        (1, 1, 1, 32, 1, 1, 0),
+        (2, 1, 1, 32, 1, 1, 0),
+        None,
+    ]
+    assert asked == [1]
+    copies_only = [e for e in events if e.corr != 5 and e.corr != 6]
+    attribute(copies_only, configs=True, known=known)
+    assert asked == [1]  # a copy has no grid to look up

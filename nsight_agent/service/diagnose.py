@@ -13,7 +13,6 @@ executor in use (the server's GPU slots, a Ray pool) runs them all.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.kernel import DEEPER
 from nsight_agent.diagnose.owner import user_kernel_names
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
-from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX
+from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
 from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
@@ -78,10 +77,10 @@ def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | Non
 
 def sampled_launches(run_dir: Path) -> list[PreLaunch] | None:
     """The pre-flight's launches of a launch-sampled run (None for any other run)."""
-    manifest = run_dir / f"{PREFLIGHT_PREFIX}manifest.json"
+    manifest = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
     try:
-        return preflight_launches(json.loads(manifest.read_text()))
-    except (OSError, ValueError, TypeError):
+        return preflight_launches(manifest) if manifest is not None else None
+    except (ValueError, TypeError):  # a list not of [name, config, ns, op] entries
         return None
 
 

@@ -20,14 +20,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nsight_agent.engine.collection.extract import GRID_DIMS
+from nsight_agent.request import TIME_METRIC
+
 # One launch per unique launch configuration, counted among the launches the NVTX filter lets
 # through (a warm-up outside the measured call takes none: on the H200 a ResNet18 step after a
 # warm-up gave 40 of its 127 launches, 2026-12-04, bench/probes/launch_config_sampling.py).
 NCU_ARGS = ("--filter-mode", "per-launch-config", "--launch-count", "1")
-DURATION = "gpu__time_duration.sum"
+DURATION = TIME_METRIC
 # Per-launch totals that grow with the launch's work; rates and percentages do not.
 SCALED = frozenset({DURATION, "dram__bytes_read.sum", "dram__bytes_write.sum"})
-GRID = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z")
+GRID = GRID_DIMS
 BLOCK = ("launch__block_dim_x", "launch__block_dim_y", "launch__block_dim_z")
 
 

@@ -20,7 +20,7 @@ only.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,11 +154,14 @@ def _on_gpu(event: Any) -> bool:
 
 
 def attribute(
-    events: Sequence[Any], configs: bool = False, known: dict[int, tuple[int, ...]] | None = None
+    events: Sequence[Any],
+    configs: bool = False,
+    known: Callable[[], dict[int, tuple[int, ...]]] | None = None,
 ) -> CallActivity:
     """Each call's GPU records and lost kernel launches (see the module docstring);
     ``configs``: each kernel's launch configuration and torch operator read too (not needed
-    to time a call), from its metadata or else ``known`` (``configs_of_trace``)."""
+    to time a call), from its metadata or else from ``known()`` (``configs_of_trace`` by
+    correlation id), asked once, at the first kernel whose metadata holds none."""
     windows = []
     for e in events:
         name = e.name()
@@ -180,6 +183,16 @@ def attribute(
                     kernel_launches[e.correlation_id()] = call
                 break
     ops = outer_ops(events) if configs else {}
+    traced: dict[int, tuple[int, ...]] | None = None
+
+    def config_of(e: Any) -> tuple[int, ...] | None:
+        nonlocal traced
+        found = _config(e)
+        if found is None and known is not None and not is_copy(e.name()):
+            traced = known() if traced is None else traced
+            found = traced.get(e.correlation_id())
+        return found
+
     out = CallActivity()
     recorded: set[int] = set()
     for e in events:
@@ -194,7 +207,7 @@ def attribute(
                 start + e.duration_ns(),
                 e.device_resource_id(),
                 e.name(),
-                (_config(e) or (known or {}).get(e.correlation_id())) if configs else None,
+                config_of(e) if configs else None,
                 ops.get(e.correlation_id()),
             )
             out.calls.setdefault(found, []).append(activity)

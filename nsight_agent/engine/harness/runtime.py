@@ -286,7 +286,8 @@ def call_counting_kernels(
     A call one of whose kernel records CUPTI lost has no count (None, as on the CPU): a lost
     record is not a kernel that did not run (``gpu_activity``); ``LOST_CALLS`` keeps them.
     ``launches``: each kernel's [name, launch configuration or None, ns, torch operator or
-    None] is appended to it, in the order the GPU ran them (what a launch-sampled ncu run is weighed by: collection/launch_sampling.py).
+    None] is appended to it, in the order the GPU ran them (what a launch-sampled ncu run is
+    weighed by: collection/launch_sampling.py).
     """
     if not device.startswith("cuda"):
         return call(entry, inputs), None, None
@@ -296,12 +297,12 @@ def call_counting_kernels(
         with record_function(f"{gpu_activity.CALL_PREFIX}0"):
             out = call(entry, inputs)
         synchronize(device)
-    found = gpu_activity.attribute(prof.kineto_results.events(), configs=launches is not None)
-    if launches is not None and any(
-        not a.is_copy and a.config is None for a in found.calls.get(0, [])
-    ):
-        known = _trace_configs(prof)  # the events' metadata held no grid: kineto's trace does
-        found = gpu_activity.attribute(prof.kineto_results.events(), configs=True, known=known)
+    # Where the events' metadata holds no grid (all of them on the H200), kineto's trace does.
+    found = gpu_activity.attribute(
+        prof.kineto_results.events(),
+        configs=launches is not None,
+        known=lambda: _trace_configs(prof),
+    )
     if found.lost.get(0):
         LOST_CALLS.append(found.lost[0])
         return out, None, None
