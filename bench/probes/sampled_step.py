@@ -3,7 +3,8 @@ profiled and with one launch per launch configuration (``sample_launches``), thr
 product's own ``diagnose_source``; do the two read the same?
 
 Prints and writes, per mode: seconds, launches, the step's groups (label, launches, share),
-its causes, the first kernel's headline and cause, and the sampled note.
+its causes, the first kernel's headline and cause, each kernel diagnosed in full (name,
+operator, share, launches, headline, cause), and the sampled note.
 
     python3 -m bench.probes.sampled_step --kb .kb [--model 9_ResNet18.py] [--modes full,sampled]
 """
@@ -32,6 +33,18 @@ def read(d: Any, seconds: float) -> dict[str, Any]:
         "causes": [c.id for c in step.causes or []] if step else [],
         "headline": first.headline[:160] if first else None,
         "top_cause": first.causes[0].id if first and first.causes else None,
+        # each kernel diagnosed in full: which launch stood for it shows in its bound and cause
+        "kernels": [
+            [
+                k.diagnosis.kernel[:70],
+                (k.op or "")[:50],
+                k.share_pct,
+                k.launches,
+                k.diagnosis.headline[:110],
+                k.diagnosis.causes[0].id if k.diagnosis.causes else None,
+            ]
+            for k in d.kernels
+        ],
     }
 
 
