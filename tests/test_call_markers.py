@@ -193,17 +193,24 @@ def test_the_harness_brackets_a_call_only_on_a_gpu_with_markers_on(
     def record(call: int, tag: int) -> None:
         launched.append((call, tag))
 
+    def scope(start: bool) -> None:  # the profiler range ncu attaches with (START/STOP: -1/-2)
+        launched.append((-1 if start else -2, 0))
+
     monkeypatch.delenv(harness_markers.ENV, raising=False)
-    with harness_markers.around(3, "cuda", record):
+    with harness_markers.around(3, "cuda", record, scope):
         pass
     monkeypatch.setenv(harness_markers.ENV, "1")
-    with harness_markers.around(4, "cpu", record):
+    with harness_markers.around(4, "cpu", record, scope):
         pass
     assert launched == []
-    with pytest.raises(RuntimeError), harness_markers.around(5, "cuda:0", record):
+    with pytest.raises(RuntimeError), harness_markers.around(5, "cuda:0", record, scope):
         launched.append((5, 0))  # the call's own kernel
         raise RuntimeError("the entry raised")
-    assert launched == [(5, BEGIN), (5, 0), (5, END)]
+    assert launched == [(-1, 0), (5, BEGIN), (5, 0), (5, END), (-2, 0)]
+    launched.clear()
+    with harness_markers.around(7, "cuda", record, scope):
+        launched.append((7, 0))
+    assert launched == [(-1, 0), (7, BEGIN), (7, 0), (7, END), (-2, 0)]
 
     def broken(call: int, tag: int) -> None:  # the call broke the CUDA context
         if tag == END:
@@ -212,7 +219,7 @@ def test_the_harness_brackets_a_call_only_on_a_gpu_with_markers_on(
 
     with (
         pytest.raises(ValueError, match="the entry's own error"),
-        harness_markers.around(6, "cuda", broken),
+        harness_markers.around(6, "cuda", broken, scope),
     ):
         raise ValueError("the entry's own error")
 

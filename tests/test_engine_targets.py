@@ -26,8 +26,9 @@ import pytest
 from mcp import Client
 
 from nsight_agent.engine import pipeline, process
-from nsight_agent.engine.collection import attach, ncu
+from nsight_agent.engine.collection import attach, extract, ncu
 from nsight_agent.engine.executors.local import LocalExecutor
+from nsight_agent.engine.harness.call_markers import MARKER_KERNEL
 from nsight_agent.engine.pipeline import Job
 from nsight_agent.engine.store.runs import RunResult
 from nsight_agent.engine.worker import targets as targets_module
@@ -306,12 +307,27 @@ def test_options_an_attach_cannot_serve_go_cold_and_leave_the_target(
         ({"nvtx_include": ("other@range",)}, "NVTX filter"),
         ({"nvtx_include": ()}, "NVTX filter"),
         ({"extra_args": ("--set", "full")}, "extra ncu arguments"),
-        ({"sections": ("SpeedOfLight",)}, "sections requested"),
+        ({"sections": ("SpeedOfLight",)}, None),  # the attach keeps to the calls' ranges
+        ({"sample_launches": True}, "launch sampling"),
     ],
 )
 def test_which_options_a_target_serves(options: dict[str, Any], why: str | None) -> None:
     reason = attach.cold_reason(ncu.NcuOptions(**options))
     assert (reason is None) if why is None else (reason is not None and why in reason)
+
+
+def test_torch_operator_ranges_go_cold() -> None:
+    """A step view groups kernels by torch operator (NVTX ranges): an attach records none."""
+    assert "torch operator ranges" in (attach.cold_reason(ncu.NcuOptions(), True) or "")
+
+
+def test_an_attach_profiles_only_inside_the_harness_profiler_ranges() -> None:
+    """The set-up, check and warm-up kernels between the measured calls are never profiled:
+    the attach keeps to the profiler ranges the harness opens around each call's markers."""
+    options = ncu.NcuOptions(sections=("SpeedOfLight",))
+    argv = ncu.attach_argv("ncu", options, 49152, Path("report"))
+    assert argv[argv.index("--profile-from-start") + 1] == "off"
+    assert argv[argv.index("--section") + 1] == "SpeedOfLight" and "--nvtx-include" not in argv
 
 
 def test_application_replay_goes_cold() -> None:
@@ -561,16 +577,66 @@ def triton_add_request() -> ProfileRequest:
     )
 
 
+STEP_CHAIN = TRITON_ADD.parent / "step_unfused_chain.py"
+FOUR_ADDS = """
+def add_out(x, y, out, block_size):
+    return torch.add(x, y, out=out)
+
+
+def run_256(x, y, out, block_size):
+    return run(x, y, out, 256)
+"""
+
+
+def prelaunch_cases() -> dict[str, ProfileRequest]:
+    """What issue 37 asks an attached run to read as a cold one does: two variants, a sweep of
+    configs, four variants, a multi-kernel step, and a job with sections."""
+    torch_triton = [Variant(name="torch", entry="reference"), Variant(name="triton", entry="run")]
+    return {
+        "two_variants": triton_add_request(),
+        "sweep": triton_add_request().model_copy(
+            update={"configs": {"n": [4096, 65536, 1 << 20]}, "runs": 2}
+        ),
+        "four_variants": triton_add_request().model_copy(
+            update={
+                "source": TRITON_ADD.read_text() + FOUR_ADDS,
+                "variants": [
+                    *torch_triton,
+                    Variant(name="add_out", entry="add_out"),
+                    Variant(name="triton_256", entry="run_256"),
+                ],
+            }
+        ),
+        "step": ProfileRequest(
+            source=STEP_CHAIN.read_text(), language="triton", configs={"n": [1024]}, runs=2
+        ),
+        "sections": triton_add_request().model_copy(
+            update={"sections": ["SpeedOfLight", "LaunchStats", "Occupancy"], "runs": 2}
+        ),
+    }
+
+
+def mean_times(run: RunResult) -> dict[tuple[Any, ...], float]:
+    frame = run.processed
+    rows = frame[frame["Metric"] == "gpu__time_duration.sum"]
+    keys = [c for c in ("Annotation", "Kernel", "n") if c in rows.columns]
+    return {tuple(r[k] for k in keys): float(r["AvgValue"]) for _, r in rows.iterrows()}
+
+
 # Issue 24 was blocked on this: the pool took ncu's launch banner for a suspended target, and an
 # attached report keeps no NVTX state. With the banner read right and the call markers standing
-# in for NVTX (issue 37), this passed on the H200 (2026-12-04, docs/GPU_RUNS.md); the pool stays
-# off by default until the sweep, four-variant and step comparisons of issue 37 have run.
+# in for NVTX (issue 37), the two-variant case passed on the H200 (2026-12-04, docs/GPU_RUNS.md).
 @pytest.mark.gpu
-def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(tmp_path: Path) -> None:
-    """The attach finds the suspended target and the report is tied to the harness's calls
-    (NVTX call ranges, or the call markers; else the job goes cold): the same kernels and rows
-    as a cold run of the same request (metrics only: jobs with sections launch cold)."""
-    req = triton_add_request()
+@pytest.mark.parametrize("case", list(prelaunch_cases()))
+def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(
+    tmp_path: Path, case: str
+) -> None:
+    """The attach finds the suspended target and the report is tied to the harness's calls by
+    the call markers; it profiled nothing outside them (the profiler ranges); and it reads as a
+    cold run of the same request does: the same kernels, rows and checks, each row's mean
+    time within 2x of the cold one's (a kernel tied to the wrong call or config reads its
+    time many times over across this sweep's sizes)."""
+    req = prelaunch_cases()[case]
     with LocalExecutor(["0"], targets=1) as executor:
         executor.start_targets()
         pool = executor.target_pool("0")
@@ -579,9 +645,20 @@ def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(tmp_path: Path
         warm = profile(executor, req, tmp_path)
     cold = pipeline.profile(req, runs_root=tmp_path)
     assert warm.extra["collection"] == "pre-launched", warm.extra["collection"]
-    assert warm.kernels == cold.kernels and warm.kernels["triton"] == ["add_kernel"]
-    assert len(warm.raw) == len(cold.raw) and (warm.processed["NumRuns"] == 3).all()
+    assert cold.extra["collection"].startswith("cold"), cold.extra["collection"]
+    assert warm.kernels == cold.kernels and all(warm.kernels.values())
+    assert len(warm.raw) == len(cold.raw) and (warm.processed["NumRuns"] == req.runs).all()
     assert warm.checks == cold.checks and all(c.ok for c in warm.checks)
+    profiled = extract.read_actions(warm.files.report, metrics=[])
+    markers = [r for r in profiled if r.kernel.startswith(MARKER_KERNEL)]
+    calls = len(json.loads(warm.files.manifest.read_text())["calls"])
+    assert len(markers) == 2 * calls  # no set-up, check or warm-up kernel was profiled
+    measured = extract.read_actions(cold.files.report, metrics=[])  # NVTX-filtered: the calls'
+    assert len(profiled) - len(markers) == len(measured)
+    times, cold_times = mean_times(warm), mean_times(cold)
+    assert times.keys() == cold_times.keys() and times
+    for key, value in times.items():
+        assert 0.5 < value / cold_times[key] < 2.0, (key, value, cold_times[key])
     wait_for("no target left after close", lambda: not target_processes(), 30)
 
 

@@ -5,9 +5,11 @@ the run leaves the same report, log, program output and errors as a cold one.
 ncu 2025.3.1 (measured on the H200): an attach finds a target only once the target is
 suspended at its first CUDA call; before that it fails in about 0.6 s ("No attachable process
 found"), so it is tried again until it connects, the target ends, or the run's time is up.
-Connected, it profiles every kernel until the target exits, and records no NVTX state: the
-harness runs with call markers on (``harness/call_markers.py``), and the report is read by
-them, checked against the pre-flight's kernel counts. A failure of the attach itself, not of
+Connected, it profiles until the target exits, and records no NVTX state: the harness runs
+with call markers on (``harness/call_markers.py``), each measured call and its markers inside
+a profiler range, which the attach keeps to (``--profile-from-start off``: no set-up, check
+or warm-up kernel is profiled, so jobs with sections are served too), and the report is read
+by the markers, checked against the pre-flight's kernel counts. A failure of the attach itself, not of
 the program, the metric names or the counters, or a report the markers cannot tie to the
 calls, raises ``AttachFailed``: the caller launches cold and records why. The target is
 single use and killed (its process group) however the run ends.
@@ -78,18 +80,16 @@ class AttachFailed(Exception):
         self.lasting = lasting
 
 
-def cold_reason(options: ncu.NcuOptions) -> str | None:
-    """Why these options need a cold launch, or None when a pre-launched target serves them."""
+def cold_reason(options: ncu.NcuOptions, torch_ranges: bool = False) -> str | None:
+    """Why these options need a cold launch, or None when a pre-launched target serves them;
+    ``torch_ranges``: the job groups kernels by torch operator ranges (NVTX)."""
+    if torch_ranges:
+        return "torch operator ranges (NVTX, which an attached report does not record)"
     if options.replay_mode != "kernel":
         # ncu refuses application replay in attach mode; range replay there is unmeasured.
         return f"replay_mode={options.replay_mode} (targets serve kernel replay only)"
     if tuple(options.nvtx_include) != (NCU_NVTX_INCLUDE,):
         return "an NVTX filter other than the harness's"
-    if options.sections:
-        # ncu 2025.3.1 takes no NVTX filter in launch or attach mode: an attached ncu profiles
-        # every kernel of the harness (set-up, correctness, warm-up too). With sections each
-        # costs many replays, more than the launch it saves.
-        return "sections requested (attach mode profiles every kernel: no NVTX filter)"
     if options.extra_args:
         return "extra ncu arguments"
     if options.sample_launches:

@@ -166,8 +166,11 @@ def launch_argv(ncu: str, port: int, nvtx: bool, target: Sequence[str]) -> list[
 
 
 def attach_argv(ncu: str, options: NcuOptions, port: int, report_base: Path) -> list[str]:
-    """``ncu --mode attach``: profile the target waiting on ``port`` until it exits."""
+    """``ncu --mode attach``: profile the target waiting on ``port`` until it exits, only
+    inside its profiler ranges (the harness opens one around each measured call and its
+    markers, ``harness/call_markers.py``; ncu 2025.3.1 takes the option in attach mode)."""
     head = [ncu, "--mode", "attach", "--hostname", ATTACH_HOST, "--port", str(port)]
+    head += ["--profile-from-start", "off"]
     return [*head, "--force-overwrite", "--export", str(report_base), *collection_args(options)]
 
 

@@ -72,7 +72,11 @@ def collect_harness(
     harness += ["--gate", str(gate)] if gate is not None else []
     done: ncu.NcuRun | None = None
     try:
-        why = "no pre-launched targets here" if targets is None else attach.cold_reason(options)
+        why = (
+            "no pre-launched targets here"
+            if targets is None
+            else attach.cold_reason(options, request.torch_ranges)
+        )
         target = targets.take() if targets is not None and why is None else None
         if targets is not None and why is None and target is None:
             why = targets.why_none()

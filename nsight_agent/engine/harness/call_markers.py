@@ -8,6 +8,11 @@ grid is in every report (``launch__grid_dim_*``, always collected), and ncu prof
 in launch order, so the extraction (``collection/call_markers.py``) reads the kernels between
 a call's two markers as that call's and drops the markers.
 
+Each bracket also sits inside a profiler range (cudaProfilerStart/Stop): the attach runs with
+``--profile-from-start off`` (``collection/ncu.attach_argv``), so ncu profiles the measured
+calls and their markers only, never the set-up, correctness and warm-up kernels between them
+(which, with sections, would each cost as many replays as a measured kernel).
+
 Off unless the target sets ``NSIGHT_AGENT_CALL_MARKERS=1`` for its job: a cold run and the
 pre-flight (which counts each call's kernels with CUPTI) launch none.
 """
@@ -52,19 +57,35 @@ def launch(call: int, tag: int) -> None:
     _kernel()[(call + 1, tag, 1)]()
 
 
+def profiler(start: bool) -> None:
+    """cudaProfilerStart (``start``) or cudaProfilerStop on this process's CUDA context."""
+    import torch
+
+    (torch.cuda.profiler.start if start else torch.cuda.profiler.stop)()  # type: ignore[no-untyped-call]
+
+
 @contextmanager
-def around(call: int, device: str, launcher: Callable[[int, int], None] = launch) -> Iterator[None]:
-    """Bracket one measured call with its two markers when markers are on and the run is on a
-    GPU. The END marker is launched after a call that raised too (the run stays readable),
-    but a launch that fails then (a context the call broke) does not hide the call's error."""
+def around(
+    call: int,
+    device: str,
+    launcher: Callable[[int, int], None] = launch,
+    scope: Callable[[bool], None] = profiler,
+) -> Iterator[None]:
+    """Bracket one measured call with its two markers, inside a profiler range, when markers
+    are on and the run is on a GPU. The END marker is launched and the range closed after a
+    call that raised too (the run stays readable), but a launch that fails then (a context
+    the call broke) does not hide the call's error."""
     if not (on() and device.startswith("cuda")):
         yield
         return
+    scope(True)
     launcher(call, BEGIN)
     try:
         yield
     except BaseException:
         with contextlib.suppress(Exception):
             launcher(call, END)
+            scope(False)
         raise
     launcher(call, END)
+    scope(False)
