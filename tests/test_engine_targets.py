@@ -436,7 +436,9 @@ def test_no_targets_unless_asked_for(monkeypatch: pytest.MonkeyPatch, stand_in: 
     with pytest.raises(InvalidRequestError, match="NSIGHT_AGENT_TARGETS must be a whole number"):
         LocalExecutor(["cpu"])
     assert targets_module.configured_count("0") == 0
-    assert targets_module.configured_count("") == 0  # off by default (ARCHITECTURE.md)
+    assert targets_module.configured_count("") == 1  # one per GPU by default (ARCHITECTURE.md)
+    monkeypatch.delenv("NSIGHT_AGENT_TARGETS")
+    assert targets_module.configured_count() == 1
 
 
 @pytest.mark.anyio

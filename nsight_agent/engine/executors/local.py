@@ -10,7 +10,7 @@ Fairness: a comparison (every variant and config of one request) is one job, so 
 on one GPU, never split across GPUs whose clocks differ; independent jobs run in parallel.
 
 Each GPU slot can also keep pre-launched ncu targets (``worker/targets.py``; ``targets`` or
-``NSIGHT_AGENT_TARGETS``, default 0: off, docs/ARCHITECTURE.md says why), started at the first
+``NSIGHT_AGENT_TARGETS``, default 1; 0 off; docs/ARCHITECTURE.md), started at the first
 profile job, replenished after each take, killed at ``close``; a profile job's collect takes
 one when it is ready.
 """

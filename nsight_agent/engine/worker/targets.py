@@ -55,14 +55,15 @@ _counter = itertools.count(1)
 
 
 def configured_count(value: str | None = None) -> int:
-    """Targets per GPU slot: ``NSIGHT_AGENT_TARGETS`` (default 0: off; docs/ARCHITECTURE.md
-    says why: ncu 2025.3.1's attach reports record no NVTX ranges)."""
-    text = (os.environ.get(COUNT_ENV, "0") if value is None else value).strip() or "0"
+    """Targets per GPU slot: ``NSIGHT_AGENT_TARGETS`` (default 1; 0 turns them off). An
+    attached run reads as a cold one on the H200 (docs/ARCHITECTURE.md, "Pre-launched
+    targets"); where ncu cannot attach, the pool turns itself off and says why."""
+    text = (os.environ.get(COUNT_ENV, "1") if value is None else value).strip() or "1"
     if not text.isdigit():
         raise InvalidRequestError(
             f"{COUNT_ENV} must be a whole number >= 0, not {text!r}.",
-            f"Set {COUNT_ENV}=1 (one pre-launched ncu target per GPU), a larger number, or 0 "
-            "(the default) to launch every ncu run cold.",
+            f"Set {COUNT_ENV}=1 (one pre-launched ncu target per GPU, the default), a larger "
+            "number, or 0 to launch every ncu run cold.",
         )
     return int(text)
 
