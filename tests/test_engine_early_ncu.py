@@ -197,3 +197,48 @@ def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(
     assert (
         early_ncu.start(sweep_request(), tmp_path, "r", lambda: None, targets=None) is None
     )  # turned off: the staged order
+
+
+class SlotTargets:
+    """A slot's pool as the collect stage sees it: a target ready or not."""
+
+    def __init__(self, ready: bool) -> None:
+        self.ready = ready
+
+    def take(self) -> None:
+        return None
+
+    def any_ready(self) -> bool:
+        return self.ready
+
+    def why_none(self) -> str:
+        return "no pre-launched target ready yet (one is starting)"
+
+    def turn_off(self, why: str) -> None:
+        raise AssertionError(why)
+
+
+def test_the_collect_starts_early_unless_a_ready_target_will_serve_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With targets on by default, a job no target can serve (torch operator ranges, launch
+    sampling) or a slot whose target is still starting keeps the early start, and its answer
+    says why it ran cold; a ready target that can serve the job takes the staged order."""
+    monkeypatch.delenv(early_ncu.ENV, raising=False)
+
+    def collect(*_: object, gate: Path | None = None, cold_why: str = "") -> early_ncu.Collected:
+        assert gate is not None  # the early harness waits at its gate
+        return early_ncu.Collected(0.0, f"cold: {cold_why}")
+
+    monkeypatch.setattr(early_ncu.ncu_run, "collect_harness", collect)
+    plain = sweep_request()
+    assert early_ncu.start(plain, tmp_path, "r", lambda: None, SlotTargets(True)) is None
+    ranges = plain.model_copy(update={"torch_ranges": True})
+    for targets, request, why in [
+        (SlotTargets(False), plain, "cold: no pre-launched target ready yet"),
+        (SlotTargets(True), ranges, "cold: torch operator ranges"),
+        (None, plain, "cold: no pre-launched targets here"),
+    ]:
+        early = early_ncu.start(request, tmp_path, "r", lambda: None, targets)
+        assert early is not None
+        assert early.go([]).path.startswith(why)

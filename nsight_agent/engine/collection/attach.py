@@ -64,6 +64,9 @@ class TargetSource(Protocol):
     def take(self) -> Prelaunched | None:
         """A ready target, now the caller's, or None."""
 
+    def any_ready(self) -> bool:
+        """Whether ``take`` would find a target now (one job per slot at a time: it will)."""
+
     def why_none(self) -> str:
         """Why ``take`` found none (starting, off and why)."""
 

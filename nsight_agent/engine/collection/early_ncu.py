@@ -95,13 +95,20 @@ def start(
     poll: Callable[[], None],
     targets: TargetSource | None,
 ) -> EarlyCollect | None:
-    """The collect stage started now, when asked for and no pre-launched target serves the
-    GPU (a target is already started; None: the staged order, collect after the pre-flight)."""
-    if targets is not None or not enabled():
+    """The collect stage started now, when asked for and no pre-launched target will serve the
+    job (a ready target is already started; None: the staged order, collect after the
+    pre-flight). A job a target cannot serve (sections with torch operator ranges, launch
+    sampling), or a slot whose target is still starting, starts early as a plain cold run."""
+    if not enabled() or ncu_run.target_will_serve(request, targets):
         return None
+    why = "no pre-launched targets here"
+    if targets is not None:
+        why = ncu_run.cold_reason(request) or targets.why_none()
     return EarlyCollect(
         run_dir,
-        lambda gate: ncu_run.collect_harness(request, run_dir, run_id, poll, gate=gate),
+        lambda gate: ncu_run.collect_harness(
+            request, run_dir, run_id, poll, gate=gate, cold_why=why
+        ),
         request.runs,
     )
 

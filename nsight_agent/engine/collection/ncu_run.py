@@ -49,6 +49,7 @@ def collect_harness(
     targets: TargetSource | None = None,
     expected: call_markers.KernelCounts | None = None,
     gate: Path | None = None,
+    cold_why: str = "no pre-launched targets here",
 ) -> Collected:
     """The collect stage: the harness under ncu, every call of the run in one process; the report,
     the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
@@ -56,15 +57,9 @@ def collect_harness(
     ready and the options allow an attach (else, or when the attach fails, a cold launch);
     ``expected``: the pre-flight's kernels per call by variant and config, which an attached
     run's call markers must bracket; ``gate``: started beside the pre-flight, the harness
-    waits for its verdict in this file (``early_ncu.py``), and the limit covers both."""
-    options = ncu.NcuOptions(
-        metrics=work.collected_metrics(request),
-        sections=request.sections,
-        replay_mode=request.replay_mode,
-        cache_control=request.cache_control,
-        clock_control=request.clock_control,
-        sample_launches=request.sample_launches,
-    )
+    waits for its verdict in this file (``early_ncu.py``), and the limit covers both;
+    ``cold_why``: what the answer says of a cold launch without ``targets``."""
+    options = ncu_options(request)
     files = RunFiles.in_folder(run_dir)
     limit = request.timeout_s * (2 if gate is not None else 1)
     inv = ncu.Invocation(options, files, timeout=limit, poll=poll)
@@ -72,11 +67,7 @@ def collect_harness(
     harness += ["--gate", str(gate)] if gate is not None else []
     done: ncu.NcuRun | None = None
     try:
-        why = (
-            "no pre-launched targets here"
-            if targets is None
-            else attach.cold_reason(options, request.torch_ranges)
-        )
+        why = cold_why if targets is None else cold_reason(request)
         target = targets.take() if targets is not None and why is None else None
         if targets is not None and why is None and target is None:
             why = targets.why_none()
@@ -119,6 +110,29 @@ def collect_harness(
         raise early
     path = attach.PRELAUNCHED if why is None else f"cold: {why}"
     return Collected(done.seconds, path + _waits(done))
+
+
+def ncu_options(request: ProfileRequest) -> ncu.NcuOptions:
+    """What the collect stage asks ncu for, from the request."""
+    return ncu.NcuOptions(
+        metrics=work.collected_metrics(request),
+        sections=request.sections,
+        replay_mode=request.replay_mode,
+        cache_control=request.cache_control,
+        clock_control=request.clock_control,
+        sample_launches=request.sample_launches,
+    )
+
+
+def cold_reason(request: ProfileRequest) -> str | None:
+    """Why this request's collect stage must launch cold, or None when a target can serve it."""
+    return attach.cold_reason(ncu_options(request), request.torch_ranges)
+
+
+def target_will_serve(request: ProfileRequest, targets: TargetSource | None) -> bool:
+    """Whether the collect stage will take a pre-launched target: one is ready and the request
+    allows an attach. Otherwise the collect stage launches cold (and may start early)."""
+    return targets is not None and cold_reason(request) is None and targets.any_ready()
 
 
 def with_estimate(

@@ -244,6 +244,10 @@ class TargetPool:
             self._off = self._off or why
             self._cond.notify_all()
 
+    def any_ready(self) -> bool:
+        with self._cond:
+            return not self._off and not self._closed and any(t.ready() for t in self._waiting)
+
     def why_none(self) -> str:
         with self._cond:
             if self._off:
