@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "annotation": 0,
     "exceptions": 0,
     "kernelbench": 0,
+    "source_kernels": 0,
     "engine": 1,
     "catalog": 2,
     "diagnose": 2,

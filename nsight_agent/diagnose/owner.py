@@ -9,11 +9,14 @@ the caller knows them), the kernel name's library prefix, the torch operator ran
 
 from __future__ import annotations
 
-import ast
 import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from nsight_agent.source_kernels import defined_in, user_kernel_names
+
+__all__ = ["Owner", "OwnerKind", "owner_of", "user_kernel_names"]
 
 OwnerKind = Literal["user", "framework", "library", "compiler", "unknown"]
 
@@ -48,40 +51,9 @@ _PATTERNS: tuple[tuple[str, OwnerKind, str], ...] = (
 )
 
 
-_GLOBAL = re.compile(r"__global__[^(;{]*?\b(\w+)\s*\(")
-_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
-
-
-def user_kernel_names(source: str) -> set[str]:
-    """Kernel names the user's source defines: ``@triton.jit`` functions and CUDA
-    ``__global__`` functions in any string (load_inline, cupy, raw modules)."""
-    names: set[str] = set()
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return names
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            for dec in node.decorator_list:
-                text = ast.unparse(dec)
-                if "jit" in text or "autotune" in text or "heuristics" in text:
-                    names.add(node.name)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.update(m.group(1) for m in _GLOBAL.finditer(_BOUNDS.sub("", node.value)))
-    return names
-
-
-def _base(name: str) -> str:
-    """The function name of a demangled or templated kernel name."""
-    base = name.split("(")[0]
-    base = re.sub(r"<.*", "", base)
-    base = base.split("::")[-1]
-    return base.split()[-1] if base.split() else name
-
-
 def owner_of(kernel: str, user_kernels: set[str] | None = None, op: str | None = None) -> Owner:
     """The owner of one kernel (``op``: the torch operator range it ran in, if recorded)."""
-    if user_kernels and (kernel in user_kernels or _base(kernel) in user_kernels):
+    if user_kernels and defined_in(kernel, user_kernels):
         return Owner(kind="user", who="yours")
     for pattern, kind, who in _PATTERNS:
         if re.search(pattern, kernel):

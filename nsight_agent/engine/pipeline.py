@@ -41,6 +41,7 @@ from nsight_agent.engine.collection import (
     ncu,
     ncu_run,
     outputs,
+    plain_collect,
     preflight_run,
     work,
 )
@@ -227,13 +228,14 @@ def profile(
         if early is not None:
             collected = early.go(skip, counts)
         else:
-            collected = ncu_run.collect_harness(
-                request, run_dir, run_id, watch, skip, targets, counts
+            collected = plain_collect.collect(
+                request, pre, run_dir, run_id, watch, skip, targets, counts
             )
 
         record.stage("extract")
         result = _measured_run(request, run_dir, run_id, pre, collected.seconds)
         result.extra["collection"] = collected.path
+        result.extra.update({"collected_plain": collected.plain} if collected.plain else {})
         result.seconds = time.monotonic() - start
 
         record.stage("save")

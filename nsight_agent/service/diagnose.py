@@ -75,9 +75,12 @@ def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | Non
     return step_wall_ns(run), f"timing (run {run.run_id}): one call's wall time"
 
 
-def sampled_launches(run_dir: Path) -> list[PreLaunch] | None:
-    """The pre-flight's launches of a launch-sampled run (None for any other run)."""
-    manifest = read_manifest(run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
+def sampled_launches(run: RunResult) -> list[PreLaunch] | None:
+    """The pre-flight's launches of a launch-sampled run (None for any other run, and for one
+    a target served without sampling: ``engine/collection/plain_collect.py``)."""
+    if run.extra.get("collected_plain"):
+        return None
+    manifest = read_manifest(run.run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
     try:
         return preflight_launches(manifest) if manifest is not None else None
     except (ValueError, TypeError):  # a list not of [name, config, ns, op] entries
@@ -126,14 +129,14 @@ def diagnose_source(
         "user_kernels": user_kernel_names(first.source), "wall_ns": wall,
     }  # fmt: skip
     run = measure(first, "ncu", where)
-    d = diagnose_report(report_of(run), launches=sampled_launches(run.run_dir), **hints)
+    d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
     label = "one pass" if sections is ONE_PASS_SECTIONS else "pass 1"
     passes = [f"{label} (run {run.run_id}): {', '.join(sections)}"]
     extra = deeper_sections(d) if deep and staged else []
     if extra:
         second = first.model_copy(update={"sections": [*sections, *extra]})
         run = measure(second, "ncu", where)
-        d = diagnose_report(report_of(run), launches=sampled_launches(run.run_dir), **hints)
+        d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
     d.run_id, d.passes = run.run_id, [*([timed] if timed else []), *passes]
     return d
@@ -145,7 +148,7 @@ def diagnose_run(run_id: str, runs_root: Path | None = None, **options: Any) -> 
     d = diagnose_report(
         report_of(run),
         follow_up=f"diagnose_kernel(run_id={run_id!r}, offset={{offset}})",
-        launches=sampled_launches(run.run_dir),
+        launches=sampled_launches(run),
         **options,
     )
     d.run_id = run_id

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nsight_agent.engine.collection import ncu_run
+from nsight_agent.engine.collection import ncu_run, plain_collect
 from nsight_agent.engine.collection.call_markers import KernelCounts
 from nsight_agent.engine.collection.ncu_run import Collected, TargetSource
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
@@ -101,6 +101,8 @@ def start(
     sampling), or a slot whose target is still starting, starts early as a plain cold run."""
     if not enabled() or ncu_run.target_will_serve(request, targets):
         return None
+    if plain_collect.might_serve(request, targets):
+        return None  # the pre-flight says whether a target serves it (plain_collect.py)
     why = "no pre-launched targets here"
     if targets is not None:
         why = ncu_run.cold_reason(request) or targets.why_none()

@@ -152,26 +152,23 @@ def collection_args(options: NcuOptions) -> list[str]:
     return argv + list(options.extra_args)
 
 
-# Pre-launched targets (worker/targets.py, collection/attach.py). ncu 2025.3.1 refuses the
-# NVTX options in attach mode, so the filter goes on the launch; its report, metrics and
-# replay options go on the attach. Each target listens on its own block of ports.
+# Pre-launched targets (worker/targets.py, collection/attach.py): the report, metrics and
+# replay options go on the attach; each target listens on its own block of ports.
 ATTACH_HOST = "127.0.0.1"
 
 
 def launch_argv(ncu: str, port: int, nvtx: bool, target: Sequence[str]) -> list[str]:
     """``ncu --mode launch``: start ``target``, suspended at its first CUDA call until an
-    attach on ``port`` connects. ``nvtx``: ask ncu to record NVTX ranges (ncu 2025.3.1 refuses
-    --nvtx-include here and in attach mode; whether it takes --nvtx is what the pool tries)."""
+    attach on ``port`` connects; ``nvtx``: add --nvtx (the pool drops it where ncu refuses it)."""
     return [ncu, "--mode", "launch", "--port", str(port), *(["--nvtx"] if nvtx else []), *target]
 
 
 def attach_argv(ncu: str, options: NcuOptions, port: int, report_base: Path) -> list[str]:
-    """``ncu --mode attach``: profile the target waiting on ``port`` until it exits, only
-    inside its profiler ranges (the harness opens one around each measured call and its
-    markers, ``harness/call_markers.py``; ncu 2025.3.1 takes the option in attach mode)."""
+    """``ncu --mode attach``: profile the target on ``port`` until it exits, inside its
+    profiler ranges only (one per measured call with its markers: harness/call_markers.py)."""
     head = [ncu, "--mode", "attach", "--hostname", ATTACH_HOST, "--port", str(port)]
-    head += ["--profile-from-start", "off"]
-    return [*head, "--force-overwrite", "--export", str(report_base), *collection_args(options)]
+    head += ["--profile-from-start", "off", "--force-overwrite", "--export", str(report_base)]
+    return [*head, *collection_args(options)]
 
 
 @dataclass

@@ -38,6 +38,7 @@ class Collected:
 
     seconds: float
     path: str
+    plain: str | None = None  # why torch operator ranges were left out (plain_collect.py)
 
 
 def collect_harness(
@@ -50,6 +51,7 @@ def collect_harness(
     expected: call_markers.KernelCounts | None = None,
     gate: Path | None = None,
     cold_why: str = "no pre-launched targets here",
+    op_ranges: bool = True,
 ) -> Collected:
     """The collect stage: the harness under ncu, every call of the run in one process; the report,
     the manifest and the logs land in ``run_dir``; ``skip``: variants dropped at the
@@ -58,13 +60,15 @@ def collect_harness(
     ``expected``: the pre-flight's kernels per call by variant and config, which an attached
     run's call markers must bracket; ``gate``: started beside the pre-flight, the harness
     waits for its verdict in this file (``early_ncu.py``), and the limit covers both;
-    ``cold_why``: what the answer says of a cold launch without ``targets``."""
+    ``cold_why``: what the answer says of a cold launch without ``targets``; ``op_ranges``
+    False: the rendered harness's torch operator ranges left out (plain_collect.py)."""
     options = ncu_options(request)
     files = RunFiles.in_folder(run_dir)
     limit = request.timeout_s * (2 if gate is not None else 1)
     inv = ncu.Invocation(options, files, timeout=limit, poll=poll)
     harness = ["harness.py", "--device", "cuda"] + (["--skip", ",".join(skip)] if skip else [])
     harness += ["--gate", str(gate)] if gate is not None else []
+    harness += [] if op_ranges else ["--no-op-ranges"]
     done: ncu.NcuRun | None = None
     try:
         why = cold_why if targets is None else cold_reason(request)

@@ -39,6 +39,7 @@ class Args:
     prefix: str
     skip: list[str] = field(default_factory=list)
     gate: str = ""  # started beside the pre-flight: its verdict's file (wait_for_gate)
+    op_ranges: bool = True  # off: no torch operator ranges (collection/plain_collect.py)
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -48,12 +49,15 @@ def parse_args(argv: list[str]) -> Args:
     parser.add_argument("--prefix", default="", help="prefix of the files written")
     parser.add_argument("--skip", default="", help="variants not to run (comma-separated)")
     parser.add_argument("--gate", default="", help="wait for this file: the variants to skip")
+    parser.add_argument("--no-op-ranges", action="store_true", help="no torch operator ranges")
     ns = parser.parse_args(argv)
     device = ns.device or default_device()
     if os.environ.get("NSIGHT_AGENT_PREFLIGHT") == "1":
         ns.preflight = True
     skip = [s for s in str(ns.skip).split(",") if s]
-    return Args(bool(ns.preflight), str(device), str(ns.prefix), skip, str(ns.gate))
+    return Args(
+        bool(ns.preflight), str(device), str(ns.prefix), skip, str(ns.gate), not ns.no_op_ranges
+    )
 
 
 def wait_for_gate(path: str, device: str) -> list[str] | None:

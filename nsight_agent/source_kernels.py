@@ -1,0 +1,46 @@
+"""Which kernels a user's source defines: ``@triton.jit`` functions and CUDA ``__global__``
+functions in any string of it. Read where a kernel's owner is named (``diagnose/owner.py``)
+and where the collect stage decides whether torch operator ranges would add anything
+(``engine/collection/plain_collect.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+_GLOBAL = re.compile(r"__global__[^(;{]*?\b(\w+)\s*\(")
+_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+
+
+def user_kernel_names(source: str) -> set[str]:
+    """Kernel names the user's source defines: ``@triton.jit`` functions and CUDA
+    ``__global__`` functions in any string (load_inline, cupy, raw modules)."""
+    names: set[str] = set()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                text = ast.unparse(dec)
+                if "jit" in text or "autotune" in text or "heuristics" in text:
+                    names.add(node.name)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.update(m.group(1) for m in _GLOBAL.finditer(_BOUNDS.sub("", node.value)))
+    return names
+
+
+def _base(name: str) -> str:
+    """The function name of a demangled or templated kernel name."""
+    base = name.split("(")[0]
+    base = re.sub(r"<.*", "", base)
+    base = base.split("::")[-1]
+    return base.split()[-1] if base.split() else name
+
+
+def defined_in(kernel: str, names: set[str]) -> bool:
+    """Whether ``kernel`` (as a profiler names it: plain, demangled or templated) is one of
+    ``names``."""
+    return kernel in names or _base(kernel) in names

@@ -1,0 +1,121 @@
+"""A job that asked for torch operator ranges (diagnose_kernel) served by a pre-launched target
+when the pre-flight shows its calls launch only the source's own kernels
+(``engine/collection/plain_collect.py``): the decision on the pre-flight's kernel lists, then
+the whole pipeline through the stand-in ncu and a real target on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.collection import plain_collect, preflight_run
+from nsight_agent.engine.executors.local import LocalExecutor
+from nsight_agent.engine.harness import runtime
+from nsight_agent.engine.store.runs import PreflightResult
+from nsight_agent.request import ProfileRequest
+from nsight_agent.source_kernels import defined_in
+from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
+    KERNELS,
+    calls,
+    ready_pool,
+    stand_in,
+    sweep_request,
+)
+
+# The stand-in ncu's kernels, defined in the source as CUDA strings (what user_kernel_names
+# reads in a load_inline source).
+DEFINES = (
+    '\nCUDA = "__global__ void add_kernel(float* x) {} __global__ void scale_kernel(float* x) {}"\n'
+)
+
+
+class Slot:
+    def __init__(self, ready: bool = True) -> None:
+        self.ready = ready
+
+    def take(self) -> None:
+        return None
+
+    def any_ready(self) -> bool:
+        return self.ready
+
+    def why_none(self) -> str:
+        return "none ready"
+
+    def turn_off(self, why: str) -> None:
+        raise AssertionError(why)
+
+
+def diagnosing(**fields: Any) -> ProfileRequest:
+    """What diagnose_kernel asks for: operator ranges, one config's calls sampled."""
+    req = sweep_request(torch_ranges=True, **fields)
+    return req.model_copy(update={"source": req.source + DEFINES})
+
+
+def counted(per_call: dict[str, list[list[str]]]) -> PreflightResult:
+    return PreflightResult(ok=True, device="cuda", seconds=0.1, kernels_per_call=per_call)
+
+
+OWN = {v: [KERNELS[v]] * 3 for v in KERNELS}
+
+
+def test_only_the_sources_own_kernels_in_few_launches_are_served_plainly() -> None:
+    req = diagnosing()
+    plain = plain_collect.served_plain(req, counted(OWN), Slot())
+    assert plain is not None and not plain.torch_ranges and not plain.sample_launches
+    sampled = req.model_copy(update={"configs": [{"n": 4096}], "variants": req.variants[:1]})
+    sampled = sampled.model_copy(update={"sample_launches": True})
+    assert plain_collect.served_plain(sampled, counted(OWN), Slot()) is not None
+    aten = {"triton_add": [["add_kernel", "vectorized_elementwise_kernel<4>"]]}
+    many = {"triton_add": [["add_kernel"] * (plain_collect.PLAIN_MAX_LAUNCHES + 1)]}
+    for pre in (counted(aten), counted(many), counted({}), counted({"triton_add": [[]]})):
+        assert plain_collect.served_plain(req, pre, Slot()) is None, pre.kernels_per_call
+    assert plain_collect.served_plain(req, counted(OWN), Slot(ready=False)) is None
+    assert plain_collect.served_plain(req, counted(OWN), None) is None
+    assert (
+        plain_collect.served_plain(sweep_request(torch_ranges=True), counted(OWN), Slot()) is None
+    )
+    ranged = diagnosing(replay_mode="range")  # cold for another reason: nothing to gain
+    assert plain_collect.served_plain(ranged, counted(OWN), Slot()) is None
+    assert plain_collect.served_plain(sweep_request(), counted(OWN), Slot()) is None  # as it is
+
+
+def test_a_profiler_spells_the_sources_kernels_the_same() -> None:
+    names = {"add_kernel", "col_gather"}
+    assert defined_in("add_kernel", names)
+    assert defined_in("void add_kernel<float>(float*, int)", names)
+    assert not defined_in("void at::native::vectorized_elementwise_kernel<4>(int)", names)
+
+
+def test_the_harness_can_leave_the_operator_ranges_out() -> None:
+    assert runtime.parse_args(["--device", "cpu"]).op_ranges
+    assert not runtime.parse_args(["--device", "cpu", "--no-op-ranges"]).op_ranges
+
+
+def test_a_diagnosis_whose_calls_launch_only_its_kernels_goes_through_the_target(
+    stand_in: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The pipeline waits for the pre-flight (no early cold start), drops the ranges and runs
+    on the ready target, and says so; with an ATen kernel among the calls' it runs cold."""
+    seen: dict[str, list[list[str]]] = OWN
+
+    def preflight(run_dir: Path, request: ProfileRequest, where: str) -> PreflightResult:
+        pre = preflight_run.run_preflight(run_dir, request, where, poll=lambda: None)
+        pre.kernels_per_call = seen  # what CUPTI counts on a GPU (the CPU counts none)
+        return pre
+
+    root = tmp_path / "runs"
+    with LocalExecutor(["cpu"], targets=1) as executor:
+        pool = ready_pool(executor)
+        run = pipeline.profile(diagnosing(), runs_root=root, preflight=preflight, targets=pool)
+        assert run.extra["collection"] == "pre-launched"
+        assert run.extra["collected_plain"] == plain_collect.SAID
+        assert run.kernels == KERNELS and all(c.ok for c in run.checks)
+        assert pool.wait_ready(180), pool.info()
+        seen = {"triton_add": [["add_kernel", "vectorized_elementwise_kernel<4>"]]}
+        cold = pipeline.profile(diagnosing(), runs_root=root, preflight=preflight, targets=pool)
+    assert cold.extra["collection"].startswith("cold: torch operator ranges")
+    assert "collected_plain" not in cold.extra
+    assert len(calls(stand_in, "attach")) == 1 and cold.kernels == KERNELS
