@@ -7,8 +7,9 @@ Per round, in alternating order:
   floor        python + torch + one kernel under ncu, one metric (the raw wall to beat)
   cold         profile_kernel of that kernel (one config, one run) on the cold server
   prelaunched  the same call on the other server, once its slot has a target ready
-  diagnose     diagnose_kernel from source on the second server (through the executor,
-               but with sections: such jobs launch cold, docs/ARCHITECTURE.md)
+  diagnose     diagnose_kernel from source of a Triton kernel on the second server, once its
+               slot has a target ready (plain: engine/collection/plain_collect.py), and the
+               path its run took (get_run)
 
 Then once: a burst of 10 profile_kernel calls from one client to the second server, back to
 back, the pool replenishing between them (median; how many went pre-launched).
@@ -150,7 +151,7 @@ async def server(name: str, targets: str) -> AsyncIterator[Server]:
 async def measure(rounds: int) -> dict[str, Any]:
     sides = ("floor", "cold", "prelaunched", "diagnose")
     times: dict[str, list[float]] = {k: [] for k in sides}
-    paths: dict[str, list[str]] = {"cold": [], "prelaunched": [], "burst": []}
+    paths: dict[str, list[str]] = {"cold": [], "prelaunched": [], "diagnose": [], "burst": []}
     out: dict[str, Any] = {"times": times, "paths": paths}
     async with server("cold", "0") as cold, server("prelaunched", "1") as warm:
         # Warm both: the worker, the CUDA caches; on the second, the first profile job starts
@@ -166,8 +167,11 @@ async def measure(rounds: int) -> dict[str, Any]:
                     seconds = await anyio.to_thread.run_sync(raw_floor)
                     path = ""
                 elif side == "diagnose":
-                    seconds, _ = await warm.call("diagnose_kernel", DIAGNOSE)
-                    path = ""
+                    await warm.wait_ready()
+                    seconds, answer = await warm.call("diagnose_kernel", DIAGNOSE)
+                    _, run = await warm.call("get_run", {"run_id": answer.get("run_id")})
+                    path = str(run.get("collection"))
+                    paths["diagnose"].append(path)
                 else:
                     s = cold if side == "cold" else warm
                     if side == "prelaunched":
@@ -203,6 +207,10 @@ def summary(out: dict[str, Any]) -> dict[str, Any]:
         if medians.get("cold") and medians.get("prelaunched")
         else None,
         "burst_prelaunched": f"{prelaunched} of {len(out['paths']['burst'])}",
+        # issue 37: diagnose_kernel from source at most 2x one pre-launched profile_kernel
+        "diagnose_over_prelaunched": round(medians["diagnose"] / medians["prelaunched"], 3)
+        if medians.get("diagnose") and medians.get("prelaunched")
+        else None,
     }
 
 

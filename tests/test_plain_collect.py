@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import plain_collect, preflight_run
 from nsight_agent.engine.executors.local import LocalExecutor
@@ -119,3 +121,40 @@ def test_a_diagnosis_whose_calls_launch_only_its_kernels_goes_through_the_target
     assert cold.extra["collection"].startswith("cold: torch operator ranges")
     assert "collected_plain" not in cold.extra
     assert len(calls(stand_in, "attach")) == 1 and cold.kernels == KERNELS
+
+
+TRITON_ADD = Path(__file__).resolve().parents[1] / "examples" / "contract" / "triton_vector_add.py"
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_triton_kernels_diagnosis_runs_on_the_target_as_a_cold_one_reads(
+    tmp_path: Path,
+) -> None:
+    """diagnose_kernel from source of one Triton kernel (operator ranges and launch sampling
+    asked for, as the tool does): served by the slot's target without them, and the same
+    kernel, bound and first cause as a cold run's."""
+    from nsight_agent.service.diagnose import diagnose_source
+    from nsight_agent.service.measure import Measuring
+    from nsight_agent.service.runs import load_run
+
+    fields = {
+        "source": TRITON_ADD.read_text(),
+        "language": "triton",
+        "configs": [{"n": 1 << 22}],
+        "variants": [{"name": "triton", "entry": "run"}],
+    }
+    with LocalExecutor(["0"], targets=1) as executor:
+        executor.start_targets()
+        pool = executor.target_pool("0")
+        assert pool is not None and pool.wait_ready(120), pool and pool.info()
+        warm = diagnose_source(fields, Measuring(tmp_path, executor))
+    cold = diagnose_source(fields, Measuring(tmp_path))
+    served = load_run(str(warm.run_id), runs_root=tmp_path)
+    assert served.extra["collection"] == "pre-launched", served.extra["collection"]
+    assert served.extra["collected_plain"] == plain_collect.SAID and warm.sampled is None
+    assert load_run(str(cold.run_id), runs_root=tmp_path).extra["collection"].startswith("cold")
+    (w,), (c,) = warm.kernels, cold.kernels
+    assert w.diagnosis.kernel == c.diagnosis.kernel == "add_kernel"
+    assert w.diagnosis.headline.split(":")[0] == c.diagnosis.headline.split(":")[0]
+    causes = [[x.id for x in k.diagnosis.causes][:1] for k in (w, c)]
+    assert causes[0] == causes[1], (w.diagnosis.headline, c.diagnosis.headline)
