@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -27,6 +28,7 @@ from nsight_agent.engine.collection.extract import ActionRecord, Call
 from nsight_agent.engine.harness import call_markers as harness_markers
 from nsight_agent.engine.harness.call_markers import BEGIN, END, MARKER_KERNEL
 from nsight_agent.engine.store.records import RunFiles
+from tests.fakes import FakeAction
 
 SWEEP = Path(__file__).parent / "fixtures" / "engine" / "sweep"
 METRICS = ["gpu__time_duration.sum", "dram__bytes.sum"]
@@ -239,3 +241,19 @@ def test_the_marker_kernel_is_a_real_triton_kernel_that_launches() -> None:
     assert done.stdout.split() == [MARKER_KERNEL]
     with pytest.raises(ValueError, match="no marker for call -1"):
         harness_markers.launch(-1, BEGIN)
+
+
+def test_no_view_reads_a_call_marker_as_a_kernel() -> None:
+    """An attached run's report holds the markers around each call; the extraction reads them
+    (to tie kernels to calls), every view of the report (diagnosis, roofline, summary) skips
+    them. On the H200 an attached roofline and diagnosis listed them before this."""
+    names = [MARKER_KERNEL, "add_kernel", MARKER_KERNEL, MARKER_KERNEL, "scale_kernel"]
+    actions = [FakeAction({}, name=n) for n in names]
+    report = SimpleNamespace(
+        num_ranges=lambda: 1,
+        range_by_idx=lambda r: SimpleNamespace(
+            num_actions=lambda: len(actions), action_by_idx=lambda a: actions[a]
+        ),
+    )
+    assert [a.name() for a in extract.iter_actions(report)] == ["add_kernel", "scale_kernel"]
+    assert [a.name() for a in extract.iter_actions(report, markers=True)] == names

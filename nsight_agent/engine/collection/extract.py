@@ -92,12 +92,15 @@ def load(path: str | Path) -> Any:
         ) from err
 
 
-def iter_actions(report: Any) -> list[Any]:
-    return [
+def iter_actions(report: Any, markers: bool = False) -> list[Any]:
+    """The report's actions in order; the harness's call markers (an attached run's,
+    ``harness/call_markers.py``) only with ``markers``: no view reads them as kernels."""
+    found = [
         report.range_by_idx(r).action_by_idx(a)
         for r in range(report.num_ranges())
         for a in range(report.range_by_idx(r).num_actions())
     ]
+    return found if markers else [a for a in found if a.name() != MARKER_KERNEL]
 
 
 def nvtx_ranges(action: Any) -> dict[str, list[str]]:
@@ -130,7 +133,7 @@ def read_actions(
     """
     report = load(path)
     records = []
-    for index, action in enumerate(iter_actions(report)):
+    for index, action in enumerate(iter_actions(report, markers=True)):
         available = set(action.metric_names())
         wanted = sorted(available) if metrics is None else list(metrics)
         missing = [m for m in wanted if m not in available]
