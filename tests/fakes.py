@@ -38,3 +38,23 @@ class FakeAction:
 
     def rule_results_as_dicts(self) -> list[dict[str, Any]]:
         return self.rules
+
+
+class FakeSlot:
+    """A GPU slot's pool of pre-launched targets as the collect stage asks it: one ready or
+    not, none ever handed out (``attach.TargetSource``)."""
+
+    def __init__(self, ready: bool = True) -> None:
+        self.ready = ready
+
+    def take(self) -> None:
+        return None
+
+    def any_ready(self) -> bool:
+        return self.ready
+
+    def why_none(self) -> str:
+        return "no pre-launched target ready yet (one is starting)"
+
+    def turn_off(self, why: str) -> None:
+        raise AssertionError(why)

@@ -20,6 +20,7 @@ from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.process import child_env
 from nsight_agent.errors import CollectionTimeoutError, RunCancelledError
 from nsight_agent.request import ProfileRequest, Variant
+from tests.fakes import FakeSlot
 from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
     KERNELS,
     SWEEP_SOURCE,
@@ -199,25 +200,6 @@ def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(
     )  # turned off: the staged order
 
 
-class SlotTargets:
-    """A slot's pool as the collect stage sees it: a target ready or not."""
-
-    def __init__(self, ready: bool) -> None:
-        self.ready = ready
-
-    def take(self) -> None:
-        return None
-
-    def any_ready(self) -> bool:
-        return self.ready
-
-    def why_none(self) -> str:
-        return "no pre-launched target ready yet (one is starting)"
-
-    def turn_off(self, why: str) -> None:
-        raise AssertionError(why)
-
-
 def test_the_collect_starts_early_unless_a_ready_target_will_serve_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -232,11 +214,11 @@ def test_the_collect_starts_early_unless_a_ready_target_will_serve_it(
 
     monkeypatch.setattr(early_ncu.ncu_run, "collect_harness", collect)
     plain = sweep_request()
-    assert early_ncu.start(plain, tmp_path, "r", lambda: None, SlotTargets(True)) is None
+    assert early_ncu.start(plain, tmp_path, "r", lambda: None, FakeSlot(True)) is None
     ranges = plain.model_copy(update={"torch_ranges": True})
     for targets, request, why in [
-        (SlotTargets(False), plain, "cold: no pre-launched target ready yet"),
-        (SlotTargets(True), ranges, "cold: torch operator ranges"),
+        (FakeSlot(False), plain, "cold: no pre-launched target ready yet"),
+        (FakeSlot(True), ranges, "cold: torch operator ranges"),
         (None, plain, "cold: no pre-launched targets here"),
     ]:
         early = early_ncu.start(request, tmp_path, "r", lambda: None, targets)

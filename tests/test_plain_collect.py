@@ -17,6 +17,7 @@ from nsight_agent.engine.harness import runtime
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.request import ProfileRequest
 from nsight_agent.source_kernels import defined_in
+from tests.fakes import FakeSlot
 from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
     KERNELS,
     calls,
@@ -30,23 +31,6 @@ from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
 DEFINES = (
     '\nCUDA = "__global__ void add_kernel(float* x) {} __global__ void scale_kernel(float* x) {}"\n'
 )
-
-
-class Slot:
-    def __init__(self, ready: bool = True) -> None:
-        self.ready = ready
-
-    def take(self) -> None:
-        return None
-
-    def any_ready(self) -> bool:
-        return self.ready
-
-    def why_none(self) -> str:
-        return "none ready"
-
-    def turn_off(self, why: str) -> None:
-        raise AssertionError(why)
 
 
 def diagnosing(**fields: Any) -> ProfileRequest:
@@ -64,23 +48,24 @@ OWN = {v: [KERNELS[v]] * 3 for v in KERNELS}
 
 def test_only_the_sources_own_kernels_in_few_launches_are_served_plainly() -> None:
     req = diagnosing()
-    plain = plain_collect.served_plain(req, counted(OWN), Slot())
+    plain = plain_collect.served_plain(req, counted(OWN), FakeSlot())
     assert plain is not None and not plain.torch_ranges and not plain.sample_launches
     sampled = req.model_copy(update={"configs": [{"n": 4096}], "variants": req.variants[:1]})
     sampled = sampled.model_copy(update={"sample_launches": True})
-    assert plain_collect.served_plain(sampled, counted(OWN), Slot()) is not None
+    assert plain_collect.served_plain(sampled, counted(OWN), FakeSlot()) is not None
     aten = {"triton_add": [["add_kernel", "vectorized_elementwise_kernel<4>"]]}
     many = {"triton_add": [["add_kernel"] * (plain_collect.PLAIN_MAX_LAUNCHES + 1)]}
     for pre in (counted(aten), counted(many), counted({}), counted({"triton_add": [[]]})):
-        assert plain_collect.served_plain(req, pre, Slot()) is None, pre.kernels_per_call
-    assert plain_collect.served_plain(req, counted(OWN), Slot(ready=False)) is None
+        assert plain_collect.served_plain(req, pre, FakeSlot()) is None, pre.kernels_per_call
+    assert plain_collect.served_plain(req, counted(OWN), FakeSlot(ready=False)) is None
     assert plain_collect.served_plain(req, counted(OWN), None) is None
     assert (
-        plain_collect.served_plain(sweep_request(torch_ranges=True), counted(OWN), Slot()) is None
+        plain_collect.served_plain(sweep_request(torch_ranges=True), counted(OWN), FakeSlot())
+        is None
     )
     ranged = diagnosing(replay_mode="range")  # cold for another reason: nothing to gain
-    assert plain_collect.served_plain(ranged, counted(OWN), Slot()) is None
-    assert plain_collect.served_plain(sweep_request(), counted(OWN), Slot()) is None  # as it is
+    assert plain_collect.served_plain(ranged, counted(OWN), FakeSlot()) is None
+    assert plain_collect.served_plain(sweep_request(), counted(OWN), FakeSlot()) is None  # as it is
 
 
 def test_a_profiler_spells_the_sources_kernels_the_same() -> None:
