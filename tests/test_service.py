@@ -38,10 +38,11 @@ class StandInExecutor(Executor):
     checks_ncu_here = False
     runs_timing = True
 
-    def __init__(self, tmp: Path, fail_timing: Exception | None = None) -> None:
+    def __init__(self, tmp: Path, fail_timing: Exception | None = None, kernels: int = 2) -> None:
         self.tmp = tmp
         self.jobs: list[Job] = []
         self.fail_timing = fail_timing
+        self.kernels = {"run": [f"kernel_{i}" for i in range(kernels)]}  # a profile run's
 
     def pool_info(self) -> dict[str, Any]:
         return {"jobs": len(self.jobs)}
@@ -71,7 +72,7 @@ class StandInExecutor(Executor):
                 processed=frame,
                 raw=pd.DataFrame(),
                 checks=[],
-                kernels={},
+                kernels={} if job.mode == "timing" else self.kernels,
                 warnings=[],
                 artifacts={},
                 seconds=0.0,
@@ -85,15 +86,23 @@ def test_the_one_run_and_the_timing_call_go_through_the_executor(tmp_path: Path)
     where = Measuring(runs_root=tmp_path, executor=executor)
     d = diagnose.diagnose_source(FIELDS, where, time_step=True)
     modes = [job.mode for job in executor.jobs]
-    assert modes == ["timing", "profile"], modes
-    sections = executor.jobs[1].request.sections
+    assert modes == ["profile", "timing"], modes
+    sections = executor.jobs[0].request.sections
     assert sections == diagnose.ONE_PASS_SECTIONS
     # every section a first pass could ask a deeper one for is in the one run
     assert set(kernel.DEEPER) <= set(sections) and "InstructionStats" in sections
-    assert d.run_id == "run-2"
+    assert d.run_id == "run-1"
     assert d.passes is not None and len(d.passes) == 2, d.passes
-    assert d.passes[0].startswith("timing (run run-1)")
-    assert d.passes[1].startswith("one pass (run run-2): SpeedOfLight, ")
+    assert d.passes[0].startswith("one pass (run run-1): SpeedOfLight, ")
+    assert d.passes[1].startswith("timing (run run-2)")
+
+
+def test_a_call_of_one_kernel_is_not_timed(tmp_path: Path) -> None:
+    """No step view for one kernel, so no wall time to read: the timing job is not run."""
+    executor = StandInExecutor(tmp_path, kernels=1)
+    d = diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
+    assert [job.mode for job in executor.jobs] == ["profile"]
+    assert d.passes is not None and len(d.passes) == 1 and d.passes[0].startswith("one pass")
 
 
 def test_staged_both_passes_go_through_the_executor(tmp_path: Path) -> None:
@@ -112,16 +121,16 @@ def test_a_timing_pass_that_cannot_run_is_said_and_the_diagnosis_goes_on(tmp_pat
     failed = NsightAgentError("no GPU for the timing path", "use a GPU")
     executor = StandInExecutor(tmp_path, fail_timing=failed)
     d = diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
-    assert [job.mode for job in executor.jobs] == ["timing", "profile"]
+    assert [job.mode for job in executor.jobs] == ["profile", "timing"]
     assert d.passes is not None
-    assert d.passes[0] == "step wall time not measured (timing path: no GPU for the timing path)"
+    assert d.passes[1] == "step wall time not measured (timing path: no GPU for the timing path)"
 
 
 def test_a_cancel_during_the_timing_pass_ends_the_diagnosis(tmp_path: Path) -> None:
     executor = StandInExecutor(tmp_path, fail_timing=RunCancelledError("cancelled"))
     with pytest.raises(RunCancelledError):
         diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
-    assert [job.mode for job in executor.jobs] == ["timing"]  # no ncu pass after a cancel
+    assert [job.mode for job in executor.jobs] == ["profile", "timing"]  # nothing after it
 
 
 def test_a_bug_in_the_timing_pass_is_not_swallowed(tmp_path: Path) -> None:

@@ -264,7 +264,8 @@ async def diagnose_kernel(
             o = options_of(options)
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
-            # One call's wall time first, on the timing path (the host-gap finding).
+            # A step of several kernels: one call's wall time too, on the timing path, after
+            # the ncu run (the host-gap finding).
             d = await execute(
                 ctx,
                 lambda where: diagnose.diagnose_source(
