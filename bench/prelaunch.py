@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -42,6 +43,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
+
+from nsight_agent.views.builds import stage_seconds_of
 
 # The raw floor's kernel (x * 2.0 on 2^24 floats) as a profile_kernel source.
 TORCH = """
@@ -105,9 +108,20 @@ def _text(result: CallToolResult) -> str:
 class Server:
     """One stdio server's client, named for the lines printed."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, runs: Path | None = None) -> None:
         self.client = client
         self.name = name
+        self.runs = runs
+
+    def stages(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """Each run an answer names in its passes ("one pass (run X): ..."), with its wall
+        seconds by stage from the run's status record."""
+        found: dict[str, Any] = {}
+        for said in answer.get("passes") or []:
+            match = re.search(r"\(run ([\w-]+)\)", str(said))
+            if match and self.runs is not None:
+                found[str(said).split(" (run")[0]] = stage_seconds_of(self.runs / match.group(1))
+        return found
 
     async def call(self, tool: str, args: dict[str, Any]) -> tuple[float, dict[str, Any]]:
         start = time.monotonic()
@@ -145,7 +159,7 @@ async def server(name: str, targets: str) -> AsyncIterator[Server]:
         env=env,
     )
     async with Client(params, read_timeout_seconds=600) as client:
-        yield Server(client, name)
+        yield Server(client, name, Path(runs))
 
 
 async def measure(rounds: int) -> dict[str, Any]:
@@ -172,6 +186,8 @@ async def measure(rounds: int) -> dict[str, Any]:
                     _, run = await warm.call("get_run", {"run_id": answer.get("run_id")})
                     path = str(run.get("collection"))
                     paths["diagnose"].append(path)
+                    # where a diagnosis's seconds go: its runs' stages (status.json)
+                    out.setdefault("diagnose_stages", []).append(warm.stages(answer))
                 else:
                     s = cold if side == "cold" else warm
                     if side == "prelaunched":
