@@ -215,9 +215,11 @@ async def test_timing_calls_run_on_the_pools_warm_hosts(cluster: None, tmp_path:
 async def test_diagnose_from_source_runs_its_passes_on_the_pools_hosts(
     cluster: None, tmp_path: Path
 ) -> None:
-    """diagnose_kernel from source measures through the server's executor: its timing call
-    and its ncu run are jobs of the Ray pool, and each run folder lands in the store with
-    the GPU host that ran it (the tool once ran its ncu passes here, around the executor)."""
+    """diagnose_kernel from source measures through the server's executor: its ncu run is a
+    job of the Ray pool, and its run folder lands in the store with the GPU host that ran it
+    (the tool once ran its ncu passes here, around the executor). The recorded report holds
+    one kernel, so no timing call follows (a call of one kernel has no step to time; that
+    the timing call goes through the executor too: tests/test_service.py)."""
     # The recorded report's range is the probe's entry, run_sfu; here it runs the same code.
     args = _args(f"{WRITES_REPORT}\nrun_sfu = lambda x: x * 2")
     args |= {"entry": "run_sfu"}
@@ -226,8 +228,7 @@ async def test_diagnose_from_source_runs_its_passes_on_the_pools_hosts(
         result = await client.call_tool("diagnose_kernel", args)
     assert not result.is_error, _text(result)
     passes = (result.structured_content or {})["passes"]
-    assert len(passes) == 2 and passes[0].startswith("timing (run "), passes
-    assert passes[1].startswith("one pass (run "), passes
+    assert len(passes) == 1 and passes[0].startswith("one pass (run "), passes
     for line in passes:
         run_id = line.split("(run ", 1)[1].split(")", 1)[0]
         where = json.loads((tmp_path / run_id / "where.json").read_text())
