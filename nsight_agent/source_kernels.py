@@ -1,7 +1,8 @@
-"""Which kernels a user's source defines: ``@triton.jit`` functions and CUDA ``__global__``
-functions in any string of it. Read where a kernel's owner is named (``diagnose/owner.py``)
-and where the collect stage decides whether torch operator ranges would add anything
-(``engine/collection/plain_collect.py``).
+"""Which kernels a user's source defines (``@triton.jit`` functions and CUDA ``__global__``
+functions in any string of it), and a kernel's bare name as profilers spell it. Read where a
+kernel's owner is named (``diagnose/owner.py``), where launch sampling matches ncu's kernels
+to CUPTI's (``base_name``), and where the collect stage decides whether torch operator ranges
+would add anything (``engine/collection/plain_collect.py``).
 """
 
 from __future__ import annotations
@@ -32,15 +33,18 @@ def user_kernel_names(source: str) -> set[str]:
     return names
 
 
-def _base(name: str) -> str:
-    """The function name of a demangled or templated kernel name."""
-    base = name.split("(")[0]
-    base = re.sub(r"<.*", "", base)
-    base = base.split("::")[-1]
-    return base.split()[-1] if base.split() else name
+_ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::")  # CUPTI's and ncu's spellings
+
+
+def base_name(name: str) -> str:
+    """A kernel's bare function name, as ncu's report and CUPTI's demangled name both hold
+    it: no return type, namespace, template arguments or parameters."""
+    bare = _ANON.sub("", name).strip()
+    bare = bare.removeprefix("void ").split("<", 1)[0].split("(", 1)[0]
+    return bare.rsplit("::", 1)[-1].strip()
 
 
 def defined_in(kernel: str, names: set[str]) -> bool:
     """Whether ``kernel`` (as a profiler names it: plain, demangled or templated) is one of
     ``names``."""
-    return kernel in names or _base(kernel) in names
+    return kernel in names or base_name(kernel) in names

@@ -15,13 +15,13 @@ ResNet18, 2026-12-04), and grouped under its own operator. A launch the map cann
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nsight_agent.engine.collection.extract import GRID_DIMS
 from nsight_agent.request import TIME_METRIC
+from nsight_agent.source_kernels import base_name
 
 # One launch per unique launch configuration, counted among the launches the NVTX filter lets
 # through (a warm-up outside the measured call takes none: on the H200 a ResNet18 step after a
@@ -58,17 +58,6 @@ def preflight_launches(manifest: dict[str, Any]) -> list[PreLaunch] | None:
         PreLaunch(str(name), tuple(config) if config else None, float(ns), *(rest[:1] or [None]))
         for name, config, ns, *rest in calls[0]["launches"]
     ]
-
-
-_ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::")  # CUPTI's and ncu's spellings
-
-
-def base_name(name: str) -> str:
-    """A kernel's bare function name, as ncu's report and CUPTI's demangled name both hold
-    it: no return type, namespace, template arguments or parameters."""
-    bare = _ANON.sub("", name).strip()
-    bare = bare.removeprefix("void ").split("<", 1)[0].split("(", 1)[0]
-    return bare.rsplit("::", 1)[-1].strip()
 
 
 def _dims(action: Any, names: Sequence[str]) -> tuple[int, ...] | None:
