@@ -46,11 +46,15 @@ def source_kernels(request: ProfileRequest) -> set[str]:
 def might_serve(request: ProfileRequest, targets: TargetSource | None) -> bool:
     """Before the pre-flight: a ready target could serve this job plainly (so the collect
     stage waits for the pre-flight rather than starting cold beside it)."""
+    return _servable(request, targets, source_kernels(request))
+
+
+def _servable(request: ProfileRequest, targets: TargetSource | None, names: set[str]) -> bool:
     return (
         targets is not None
         and ncu_run.cold_reason(request) is not None
         and ncu_run.cold_reason(plain(request)) is None
-        and bool(source_kernels(request))
+        and bool(names)
         and targets.any_ready()
     )
 
@@ -60,9 +64,9 @@ def served_plain(
 ) -> ProfileRequest | None:
     """After the pre-flight: the plain request when a ready target can serve it and the
     pre-flight's calls show the ranges and sampling would add nothing; else None."""
-    if not might_serve(request, targets):
+    names = source_kernels(request)  # the sources parsed once
+    if not _servable(request, targets, names):
         return None
-    names = source_kernels(request)
     calls = [call for per in (pre.kernels_per_call or {}).values() for call in per]
     if not calls:
         return None
