@@ -338,8 +338,12 @@ def peer_phase(examples: Path, rounds: int, deadline: float) -> None:
                 )
                 # Ours prints its profile call's own wall ("done in X s": ncu and the
                 # extraction); the rest of the process is imports, set-up and the plot.
-                inner = re.search(r"done in ([0-9.]+) s", proc.stdout or "")
-                split = f" (profile call {float(inner.group(1)):.1f} s)" if inner else ""
+                inner = re.search(r"done in ([0-9.]+) s(?: \(([^)]*)\))?", proc.stdout or "")
+                split = ""
+                if inner:
+                    split = f" (profile call {float(inner.group(1)):.1f} s: {inner.group(2) or ''})"
+                    stages = RESULTS.setdefault("peer_ours_stages", {})
+                    stages.setdefault(example.name, []).append(inner.group(2) or "")
                 say(
                     f"peer round {r} {example.name:24s} {tool:20s} {seconds:6.1f} s "
                     f"{'ok' if ok else 'FAILED'}{split}"

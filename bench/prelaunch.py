@@ -7,6 +7,8 @@ Per round, in alternating order:
   floor        python + torch + one kernel under ncu, one metric (the raw wall to beat)
   cold         profile_kernel of that kernel (one config, one run) on the cold server
   prelaunched  the same call on the other server, once its slot has a target ready
+  triton       profile_kernel of that Triton kernel on the second server, pre-launched (the
+               issue's denominator: diagnose against a profile of the same kernel)
   diagnose     diagnose_kernel from source of a Triton kernel on the second server, once its
                slot has a target ready (plain: engine/collection/plain_collect.py), and the
                path its run took (get_run)
@@ -77,6 +79,7 @@ def run(x):
 """
 ONE = [{"n": 1 << 24}]
 PROFILE = {"source": TORCH, "language": "torch", "configs": ONE, "runs": 1, "method": "ncu"}
+PROFILE_TRITON = {"source": TRITON, "language": "triton", "configs": ONE, "runs": 1, "method": "ncu"}
 DIAGNOSE = {"source": TRITON, "language": "triton", "configs": ONE}
 FLOOR = (
     "import torch; x = torch.ones(1 << 24, device='cuda'); torch.cuda.synchronize(); "
@@ -114,9 +117,11 @@ class Server:
         self.runs = runs
 
     def stages(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """Each run an answer names in its passes ("one pass (run X): ..."), with its wall
-        seconds by stage from the run's status record."""
+        """Each run an answer names in its passes ("one pass (run X): ..."), or its own run,
+        with its wall seconds by stage from the run's status record."""
         found: dict[str, Any] = {}
+        if answer.get("run_id") and not answer.get("passes") and self.runs is not None:
+            found["run"] = stage_seconds_of(self.runs / str(answer["run_id"]))
         for said in answer.get("passes") or []:
             match = re.search(r"\(run ([\w-]+)\)", str(said))
             if match and self.runs is not None:
@@ -163,9 +168,9 @@ async def server(name: str, targets: str) -> AsyncIterator[Server]:
 
 
 async def measure(rounds: int) -> dict[str, Any]:
-    sides = ("floor", "cold", "prelaunched", "diagnose")
+    sides = ("floor", "cold", "prelaunched", "triton", "diagnose")
     times: dict[str, list[float]] = {k: [] for k in sides}
-    paths: dict[str, list[str]] = {"cold": [], "prelaunched": [], "diagnose": [], "burst": []}
+    paths: dict[str, list[str]] = {k: [] for k in (*sides[1:], "burst")}
     out: dict[str, Any] = {"times": times, "paths": paths}
     async with server("cold", "0") as cold, server("prelaunched", "1") as warm:
         # Warm both: the worker, the CUDA caches; on the second, the first profile job starts
@@ -190,11 +195,13 @@ async def measure(rounds: int) -> dict[str, Any]:
                     out.setdefault("diagnose_stages", []).append(warm.stages(answer))
                 else:
                     s = cold if side == "cold" else warm
-                    if side == "prelaunched":
+                    if side != "cold":
                         await warm.wait_ready()
-                    seconds, answer = await s.call("profile_kernel", PROFILE)
+                    args = PROFILE_TRITON if side == "triton" else PROFILE
+                    seconds, answer = await s.call("profile_kernel", args)
                     path = str(answer.get("collection"))
                     paths[side].append(path)
+                    out.setdefault(f"{side}_stages", []).append(s.stages(answer))
                 times[side].append(seconds)
                 say(f"round {r} {side:12s} {seconds:7.3f} s {path}")
         await warm.wait_ready()
@@ -226,6 +233,10 @@ def summary(out: dict[str, Any]) -> dict[str, Any]:
         # issue 37: diagnose_kernel from source at most 2x one pre-launched profile_kernel
         "diagnose_over_prelaunched": round(medians["diagnose"] / medians["prelaunched"], 3)
         if medians.get("diagnose") and medians.get("prelaunched")
+        else None,
+        # ... and against a pre-launched profile of the same (Triton) kernel, as the issue says
+        "diagnose_over_same_kernel": round(medians["diagnose"] / medians["triton"], 3)
+        if medians.get("diagnose") and medians.get("triton")
         else None,
     }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -434,3 +435,31 @@ def test_a_notebook_cell_function_profiles_on_the_gpu(tmp_path: Path) -> None:
     assert len(averages) == 2 and 0 < averages[0] < averages[1]  # 16x the data takes longer
     assert "ValueError: cell failure 5 on cuda" in texts[2]
     assert 'raise ValueError(f"cell failure {n} on {x.device.type}")' in texts[2]
+
+
+def test_the_child_stamps_where_a_profile_calls_wall_goes(tmp_path: Path) -> None:
+    """The real child writes its stamps into the manifest; the caller's split reads them into
+    five stages that add up to the whole call, and says nothing where a stamp is missing."""
+    from nsight_agent.api.analyze import stage_split
+    from tests.test_engine_shipping import run_shipped
+
+    spawned = time.time()
+    code, manifest, error = run_shipped(tmp_path, lambda n: sum(range(n)), [(10,), (20,)], runs=2)
+    assert code == 0, error
+    times = manifest["times"]
+    assert spawned <= times["entered"] <= times["loaded"] <= times["calls_done"] <= time.time()
+    done = time.time()
+    split = stage_split(spawned, times, done, done + 0.5)
+    assert list(split) == [
+        "ncu and python start",
+        "imports",
+        "calls and replay",
+        "report written",
+        "report read",
+    ]
+    assert split["report read"] == 0.5
+    assert sum(split.values()) == pytest.approx(done + 0.5 - spawned, abs=0.01)
+    assert stage_split(spawned, {**times, "loaded": None}, done, done) == {}
+    assert stage_split(spawned, None, done, done) == {}
+    # a stamp out of order (a clock stepped back) is no split rather than a negative stage
+    assert stage_split(times["calls_done"] + 1, times, done + 2, done + 3) == {}

@@ -180,6 +180,7 @@ def profile(
     if say:
         say(f"profiling {func.__name__}: {len(configs)} config(s) x {s.runs} run(s) under ncu")
     start = time.monotonic()
+    spawned = time.time()
     shown = [0]
 
     def poll() -> None:
@@ -197,11 +198,13 @@ def profile(
                 s.ncu_options(), files, timeout=s.timeout, poll=poll, suggest=catalog.suggestions
             ),
         )
+        ncu_done = time.time()
         if s.output_csv:
             artifacts |= {"raw_csv": files.raw_csv, "processed_csv": files.processed_csv}
         manifest = measure.read_manifest(files.manifest)
         compat.warn_if_returned(func.__name__, manifest)
         results = results_from_report(artifacts, configs, names, s, manifest, fixed)
+        results.stage_seconds = stage_split(spawned, manifest.get("times"), ncu_done, time.time())
     except UnknownMetricError as err:
         raise compat.as_metrics_error(err) from err
     finally:
@@ -211,8 +214,27 @@ def profile(
                     print(log.read_text(errors="replace"))
     results.seconds = time.monotonic() - start
     if say:
-        say(f"done in {results.seconds:.1f} s; report {files.report}")
+        split = ", ".join(f"{k} {v:.1f} s" for k, v in results.stage_seconds.items())
+        say(f"done in {results.seconds:.1f} s ({split}); report {files.report}")
     return results
+
+
+def stage_split(spawned: float, times: Any, ncu_done: float, read_done: float) -> dict[str, float]:
+    """Where one profile call's wall went, from the child's stamps (engine/worker/child.py) and
+    the caller's: ncu's and python's start, loading the function (its imports), the calls with
+    ncu's replay, ncu writing the report after them, and reading it. Empty where a stamp is
+    missing (an older child, a clock that went back)."""
+    if not isinstance(times, dict):
+        return {}
+    found = [times.get(k) for k in ("entered", "loaded", "calls_done")]
+    child = [float(t) for t in found if isinstance(t, (int, float))]
+    if len(child) != len(found):
+        return {}
+    stamps = [spawned, *child, ncu_done, read_done]
+    if stamps != sorted(stamps):
+        return {}
+    names = ("ncu and python start", "imports", "calls and replay", "report written", "report read")
+    return {n: round(b - a, 3) for n, a, b in zip(names, stamps, stamps[1:])}
 
 
 def _optional(artifacts: dict[str, Path]) -> list[Path]:

@@ -18,6 +18,8 @@ class ProfileResults:
     metrics: list[str]
     artifacts: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
+    # Where ``seconds`` went, by stage (api/analyze.py's stage_split); empty if unknown.
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dataframe(self) -> pd.DataFrame:
         """nsight-python's processed frame (AvgValue, StdDev, ... Geomean); a copy."""

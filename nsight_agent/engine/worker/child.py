@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,7 +74,7 @@ def caller(func: Callable[..., Any]) -> Callable[[tuple[Any, ...]], Any]:
     return call
 
 
-def run(spec: ChildSpec) -> None:
+def run(spec: ChildSpec, entered: float | None = None) -> None:
     import nvtx
 
     from nsight_agent.annotation import CALL_DOMAIN, CALL_STATE
@@ -95,6 +96,9 @@ def run(spec: ChildSpec) -> None:
     total = len(configs) * spec.runs
     collectors = info.Collectors.load(spec.collectors)
     collectors.once()
+    # Wall-clock stamps for the caller's stage split (api/analyze.py): entered, function loaded
+    # (its modules imported), each call's end.
+    times = {"entered": entered, "loaded": time.time(), "calls_done": None}
     with open(spec.progress_path, "a") as progress:
         for config_index, config in enumerate(configs):
             collectors.start_config(config)
@@ -128,15 +132,19 @@ def run(spec: ChildSpec) -> None:
                     )
                     collectors.end_call(call)
                     collectors.write(spec.info_path)
-                    _write_manifest(spec, calls, guard)
+                    times["calls_done"] = time.time()
+                    _write_manifest(spec, calls, guard, times)
                 progress.write(f"{call + 1}/{total}\n")
                 progress.flush()
 
 
-def _write_manifest(spec: ChildSpec, calls: list[dict[str, Any]], guard: Any) -> None:
+def _write_manifest(
+    spec: ChildSpec, calls: list[dict[str, Any]], guard: Any, times: dict[str, float | None]
+) -> None:
     manifest = {
         "calls": calls,
         "thermal": {"pauses": guard.pauses, "waited_s": round(guard.waited_s, 3)},
+        "times": times,
     }
     Path(spec.manifest_path).write_text(json.dumps(manifest))
 
@@ -161,12 +169,12 @@ def user_traceback(err: BaseException) -> str:
     return "".join(traceback.format_exception(type(err), err, tb or err.__traceback__))
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], entered: float | None = None) -> int:
     with open(argv[1], "rb") as f:
         spec: ChildSpec = pickle.load(f)
     os.environ[CHILD_ENV] = "1"
     try:
-        run(spec)
+        run(spec, entered)
     except ImportStop:
         Path(spec.error_path).write_text(
             "A profiled function was called inside the function being profiled; profile them "
