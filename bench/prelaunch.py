@@ -16,6 +16,11 @@ Per round, in alternating order:
 Then once: a burst of 10 profile_kernel calls from one client to the second server, back to
 back, the pool replenishing between them (median; how many went pre-launched).
 
+``--sections``: then, on the pre-launched server, what each section a diagnosis reads costs
+on a target (issue 37, part 3): the Triton kernel profiled as ``diagnose_kernel`` collects it
+(one warm-up, one run, its metrics) with no section, the first pass's four, all ten, all ten
+but one (each in turn), each ncu stage's seconds from the run's status record.
+
 Prints one line per measurement and, at the end, a JSON with every time, the medians, the
 ratios to the floor and the collection path of each call; ``--out DIR`` also writes it to
 DIR/prelaunch.json. On the GPU machine, from the repository root::
@@ -46,6 +51,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+from nsight_agent.service.diagnose import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, ONE_PASS_SECTIONS
 from nsight_agent.views.builds import stage_seconds_of
 
 # The raw floor's kernel (x * 2.0 on 2^24 floats) as a profile_kernel source.
@@ -79,7 +85,13 @@ def run(x):
 """
 ONE = [{"n": 1 << 24}]
 PROFILE = {"source": TORCH, "language": "torch", "configs": ONE, "runs": 1, "method": "ncu"}
-PROFILE_TRITON = {"source": TRITON, "language": "triton", "configs": ONE, "runs": 1, "method": "ncu"}
+PROFILE_TRITON = {
+    "source": TRITON,
+    "language": "triton",
+    "configs": ONE,
+    "runs": 1,
+    "method": "ncu",
+}
 DIAGNOSE = {"source": TRITON, "language": "triton", "configs": ONE}
 FLOOR = (
     "import torch; x = torch.ones(1 << 24, device='cuda'); torch.cuda.synchronize(); "
@@ -217,6 +229,38 @@ async def measure(rounds: int) -> dict[str, Any]:
     return out
 
 
+def section_sets() -> list[tuple[str, list[str]]]:
+    """(label, sections): none, the first pass, all, and all but each one in turn."""
+    sets = [("none", []), ("first pass", FIRST_PASS_SECTIONS), ("all", ONE_PASS_SECTIONS)]
+    sets += [(f"all but {s}", [x for x in ONE_PASS_SECTIONS if x != s]) for s in ONE_PASS_SECTIONS]
+    return sets
+
+
+async def section_costs() -> list[dict[str, Any]]:
+    """Each section set on a pre-launched target, the Triton kernel as diagnose collects it."""
+    rows: list[dict[str, Any]] = []
+    async with server("sections", "1") as warm:
+        await warm.call("profile_kernel", PROFILE_TRITON)  # starts the slot's targets
+        for label, sections in section_sets():
+            await warm.wait_ready()
+            args = {
+                **PROFILE_TRITON,
+                "metrics": FIRST_PASS_METRICS,
+                "options": {"sections": sections, "warmup": 1},
+            }
+            seconds, answer = await warm.call("profile_kernel", args)
+            run = warm.stages(answer).get("run") or {}
+            row = {
+                "label": label,
+                "wall_s": round(seconds, 3),
+                "ncu_s": run.get("ncu"),
+                "path": answer.get("collection"),
+            }
+            rows.append(row)
+            say(json.dumps(row))
+    return rows
+
+
 def summary(out: dict[str, Any]) -> dict[str, Any]:
     times = out["times"]
     medians = {k: round(med(v), 3) for k, v in times.items() if v}
@@ -245,10 +289,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, help="write DIR/prelaunch.json")
+    parser.add_argument("--sections", action="store_true", help="then each section's cost")
     args = parser.parse_args()
     start = time.monotonic()
-    out = anyio.run(measure, args.rounds)
-    report = {**summary(out), **out, "wall_s": round(time.monotonic() - start, 1)}
+    out = anyio.run(measure, args.rounds) if args.rounds else {}
+    report = {**(summary(out) if out else {}), **out}
+    if args.sections:
+        report["section_costs"] = anyio.run(section_costs)
+    report["wall_s"] = round(time.monotonic() - start, 1)
     text = json.dumps(report, indent=1)
     print(text, flush=True)
     if args.out:

@@ -688,3 +688,46 @@ def test_on_a_real_gpu_a_pool_that_cannot_prelaunch_says_why_and_the_job_runs_co
     assert run.kernels == cold.kernels and run.kernels["triton"] == ["add_kernel"]
     assert len(run.raw) == len(cold.raw) and (run.processed["NumRuns"] == 3).all()
     assert run.checks == cold.checks and all(c.ok for c in run.checks)
+
+
+GPU_SERVER = """
+import sys, time
+from nsight_agent.engine.worker.targets import TargetPool
+pool = TargetPool("0", 2)
+pool.start()
+deadline = time.monotonic() + 180
+while pool.info() != "2 ready" and time.monotonic() < deadline:
+    time.sleep(0.2)
+print(pool.info(), flush=True)
+sys.stdin.read()
+pool.close()
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("end", ["killed", "closed"])
+def test_on_a_real_gpu_a_full_pool_leaves_no_process_when_its_server_ends(end: str) -> None:
+    """Two real ncu launchers, each holding a suspended target on the GPU (the pool full): a
+    server killed with SIGKILL, or one that closes its pool on shutdown, leaves none of them
+    (nor any process they started) behind."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    server = subprocess.Popen(
+        [sys.executable, "-c", GPU_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    prefix = process.owner_prefix(server.pid)
+    try:
+        assert server.stdout is not None and server.stdin is not None
+        said = server.stdout.readline().decode().strip()
+        assert said == "2 ready", said
+        ours = {p for p, marker in process.marked_processes(prefix).items() if "-target-" in marker}
+        assert len(ours) >= 4, ours  # two launchers and the two targets they hold
+        if end == "killed":
+            server.kill()
+        else:
+            server.stdin.close()
+        server.wait(60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    wait_for("every launcher and target gone", lambda: not (ours & set(process.marked_processes(prefix))), 60)  # fmt: skip
