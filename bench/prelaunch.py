@@ -51,6 +51,8 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+from nsight_agent.diagnose import checks_memory as cm
+from nsight_agent.request import TIME_METRIC
 from nsight_agent.service.diagnose import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, ONE_PASS_SECTIONS
 from nsight_agent.views.builds import stage_seconds_of
 
@@ -229,23 +231,57 @@ async def measure(rounds: int) -> dict[str, Any]:
     return out
 
 
-def section_sets() -> list[tuple[str, list[str]]]:
-    """(label, sections): none, the first pass, all, and all but each one in turn."""
-    sets = [("none", []), ("first pass", FIRST_PASS_SECTIONS), ("all", ONE_PASS_SECTIONS)]
-    sets += [(f"all but {s}", [x for x in ONE_PASS_SECTIONS if x != s]) for s in ONE_PASS_SECTIONS]
+# What the memory checks read of MemoryWorkloadAnalysis_Tables (its 30 replay passes cost
+# 2.5 s of a diagnosis on a target: 2026-12-04, gpu-visit 30), asked for by name.
+MEMORY_TABLE_METRICS = [
+    cm.GLD_SECTORS, cm.GST_SECTORS, cm.GLD_REQUESTS, cm.GST_REQUESTS, *cm.SHARED_CONFLICTS,
+    *cm.SHARED_WAVEFRONTS, *cm.LOCAL_BYTES, *cm.GLOBAL_BYTES, cm.L2_ATOMIC.format("avg"),
+    cm.L2_ATOMIC.format("max"),
+]  # fmt: skip
+DRAM = [TIME_METRIC, *cm.DRAM_RW]
+
+
+def section_sets() -> list[tuple[str, list[str], list[str]]]:
+    """(label, metrics, sections): none, the first pass, all, all but each one in turn; then
+    what the counters cost: the time alone, with DRAM bytes, and all but the memory tables
+    with the tables' metrics by name in their place."""
+    m = FIRST_PASS_METRICS
+    sets = [("none", m, []), ("first pass", m, FIRST_PASS_SECTIONS), ("all", m, ONE_PASS_SECTIONS)]
+    sets += [
+        (f"all but {s}", m, [x for x in ONE_PASS_SECTIONS if x != s]) for s in ONE_PASS_SECTIONS
+    ]
+    no_tables = [x for x in ONE_PASS_SECTIONS if x != "MemoryWorkloadAnalysis_Tables"]
+    sets += [
+        ("time alone", [TIME_METRIC], []),
+        ("time and DRAM bytes", DRAM, []),
+        ("all but the tables, time and DRAM", DRAM, no_tables),
+        (
+            "all but the tables, their metrics, time and DRAM",
+            DRAM + MEMORY_TABLE_METRICS,
+            no_tables,
+        ),
+        (
+            "all but the tables, their metrics, first-pass metrics",
+            m + MEMORY_TABLE_METRICS,
+            no_tables,
+        ),
+    ]
     return sets
 
 
-async def section_costs() -> list[dict[str, Any]]:
-    """Each section set on a pre-launched target, the Triton kernel as diagnose collects it."""
+async def section_costs(leave_one_out: bool = True) -> list[dict[str, Any]]:
+    """Each section set on a pre-launched target, the Triton kernel as diagnose collects it
+    (without ``leave_one_out``: not the rows that leave one section out)."""
     rows: list[dict[str, Any]] = []
     async with server("sections", "1") as warm:
         await warm.call("profile_kernel", PROFILE_TRITON)  # starts the slot's targets
-        for label, sections in section_sets():
+        for label, metrics, sections in section_sets():
+            if not leave_one_out and label.startswith("all but ") and len(sections) == 9:
+                continue
             await warm.wait_ready()
             args = {
                 **PROFILE_TRITON,
-                "metrics": FIRST_PASS_METRICS,
+                "metrics": metrics,
                 "options": {"sections": sections, "warmup": 1},
             }
             seconds, answer = await warm.call("profile_kernel", args)
@@ -290,12 +326,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, help="write DIR/prelaunch.json")
     parser.add_argument("--sections", action="store_true", help="then each section's cost")
+    parser.add_argument("--no-leave-one-out", action="store_true", help="with --sections")
     args = parser.parse_args()
     start = time.monotonic()
     out = anyio.run(measure, args.rounds) if args.rounds else {}
     report = {**(summary(out) if out else {}), **out}
     if args.sections:
-        report["section_costs"] = anyio.run(section_costs)
+        report["section_costs"] = anyio.run(section_costs, not args.no_leave_one_out)
     report["wall_s"] = round(time.monotonic() - start, 1)
     text = json.dumps(report, indent=1)
     print(text, flush=True)

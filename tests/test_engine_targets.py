@@ -710,7 +710,8 @@ def test_on_a_real_gpu_a_full_pool_leaves_no_process_when_its_server_ends(end: s
     """Two real ncu launchers, each holding a suspended target on the GPU (the pool full): a
     server killed with SIGKILL, or one that closes its pool on shutdown, leaves none of them
     (nor any process they started) behind."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))  # fmt: skip
     server = subprocess.Popen(
         [sys.executable, "-c", GPU_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
