@@ -231,38 +231,30 @@ async def measure(rounds: int) -> dict[str, Any]:
     return out
 
 
-# What the memory checks read of MemoryWorkloadAnalysis_Tables (its 30 replay passes cost
-# 2.5 s of a diagnosis on a target: 2026-12-04, gpu-visit 30), asked for by name.
-MEMORY_TABLE_METRICS = [
-    cm.GLD_SECTORS, cm.GST_SECTORS, cm.GLD_REQUESTS, cm.GST_REQUESTS, *cm.SHARED_CONFLICTS,
-    *cm.SHARED_WAVEFRONTS, *cm.LOCAL_BYTES, *cm.GLOBAL_BYTES, cm.L2_ATOMIC.format("avg"),
-    cm.L2_ATOMIC.format("max"),
-]  # fmt: skip
 DRAM = [TIME_METRIC, *cm.DRAM_RW]
 
 
 def section_sets() -> list[tuple[str, list[str], list[str]]]:
-    """(label, metrics, sections): none, the first pass, all, all but each one in turn; then
+    """(label, metrics, sections): none, the first pass, all, all without each one; then
     what the counters cost: the time alone, with DRAM bytes, and all but the memory tables
     with the tables' metrics by name in their place."""
-    m = FIRST_PASS_METRICS
-    sets = [("none", m, []), ("first pass", m, FIRST_PASS_SECTIONS), ("all", m, ONE_PASS_SECTIONS)]
-    sets += [
-        (f"all but {s}", m, [x for x in ONE_PASS_SECTIONS if x != s]) for s in ONE_PASS_SECTIONS
-    ]
-    no_tables = [x for x in ONE_PASS_SECTIONS if x != "MemoryWorkloadAnalysis_Tables"]
+    m, tables = FIRST_PASS_METRICS, "MemoryWorkloadAnalysis_Tables"
+    every = [*ONE_PASS_SECTIONS, tables]  # every section a diagnosis reads
+    sets = [("none", m, []), ("first pass", m, FIRST_PASS_SECTIONS), ("all", m, every)]
+    sets += [(f"without {s}", m, [x for x in every if x != s]) for s in every]
+    no_tables = list(ONE_PASS_SECTIONS)
     sets += [
         ("time alone", [TIME_METRIC], []),
         ("time and DRAM bytes", DRAM, []),
         ("all but the tables, time and DRAM", DRAM, no_tables),
         (
             "all but the tables, their metrics, time and DRAM",
-            DRAM + MEMORY_TABLE_METRICS,
+            DRAM + list(cm.TABLE_METRICS),
             no_tables,
         ),
         (
             "all but the tables, their metrics, first-pass metrics",
-            m + MEMORY_TABLE_METRICS,
+            m + list(cm.TABLE_METRICS),
             no_tables,
         ),
     ]
@@ -276,7 +268,7 @@ async def section_costs(leave_one_out: bool = True) -> list[dict[str, Any]]:
     async with server("sections", "1") as warm:
         await warm.call("profile_kernel", PROFILE_TRITON)  # starts the slot's targets
         for label, metrics, sections in section_sets():
-            if not leave_one_out and label.startswith("all but ") and len(sections) == 9:
+            if not leave_one_out and label.startswith("without "):
                 continue
             await warm.wait_ready()
             args = {

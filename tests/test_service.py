@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nsight_agent.diagnose import kernel
+from nsight_agent.diagnose import checks_memory, kernel
 from nsight_agent.engine.executors.base import Executor, JobHandle
 from nsight_agent.engine.pipeline import Job, Progress
 from nsight_agent.engine.store.runs import RunResult
@@ -89,8 +89,11 @@ def test_the_one_run_and_the_timing_call_go_through_the_executor(tmp_path: Path)
     assert modes == ["profile", "timing"], modes
     sections = executor.jobs[0].request.sections
     assert sections == diagnose.ONE_PASS_SECTIONS
-    # every section a first pass could ask a deeper one for is in the one run
-    assert set(kernel.DEEPER) <= set(sections) and "InstructionStats" in sections
+    # every section a first pass could ask a deeper one for is in the one run, but the memory
+    # tables, whose counters the checks read come by name
+    assert set(kernel.DEEPER) - set(sections) == {diagnose.TABLES}
+    metrics = executor.jobs[0].request.metrics
+    assert set(checks_memory.TABLE_METRICS) <= set(metrics) and "InstructionStats" in sections
     assert d.run_id == "run-1"
     assert d.passes is not None and len(d.passes) == 2, d.passes
     assert d.passes[0].startswith("one pass (run run-1): SpeedOfLight, ")

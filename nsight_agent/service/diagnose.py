@@ -1,8 +1,8 @@
 """The diagnose use case: a report, an earlier run, or source profiled.
 
 From source: one ncu run with every section the checks read (every one a diagnosis could ask
-a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor precision),
-diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
+a deeper pass for; of the memory tables, only the counters the checks read, by name), torch
+operator ranges and a few counters (DRAM bytes, tensor precision), diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
 (docs/BENCHMARKS.md, "What the deeper pass costs"), the two passes cost 1.5-1.9x one run of
 ncu's full set, as each pays ncu's start-up and the second replays every kernel again with
 the first's sections too. ``deep=False`` runs the cheap sections alone; ``staged=True`` the
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.diagnose.bound import TENSOR_MIX
+from nsight_agent.diagnose.checks_memory import TABLE_METRICS
 from nsight_agent.diagnose.kernel import DEEPER
 from nsight_agent.diagnose.owner import user_kernel_names
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
@@ -31,8 +32,14 @@ from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 # The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
 FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
-# One run: the cheap sections and every one a diagnosis may ask a deeper pass for.
-ONE_PASS_SECTIONS = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS)]
+# One run: the cheap sections and every one a diagnosis may ask a deeper pass for, but the
+# memory tables: their 30 replay passes (2.5 s of 9 on a target, H200) for the few counters the
+# checks read, which ONE_PASS_METRICS asks for by name.
+TABLES = "MemoryWorkloadAnalysis_Tables"
+ONE_PASS_SECTIONS = [
+    *FIRST_PASS_SECTIONS,
+    *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS and s != TABLES),
+]
 
 # Cheap counters beside the first pass: DRAM bytes (the fusion finding) and the tensor op
 # counts by source precision (the precision label of a tensor-core kernel).
@@ -42,6 +49,7 @@ FIRST_PASS_METRICS = [
     "dram__bytes_write.sum",
     *TENSOR_MIX.values(),
 ]
+ONE_PASS_METRICS = [*FIRST_PASS_METRICS, *TABLE_METRICS]
 
 
 def deeper_sections(d: ReportDiagnosis) -> list[str]:
@@ -104,10 +112,11 @@ def diagnose_source(
     a second run with the ones their diagnosis asks for. Torch operator ranges are recorded
     so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
     measured, one config and one variant): ncu profiles one launch per configuration."""
-    sections = ONE_PASS_SECTIONS if deep and not staged else FIRST_PASS_SECTIONS
+    one = deep and not staged
+    sections = ONE_PASS_SECTIONS if one else FIRST_PASS_SECTIONS
     first = build_request(
         **fields,
-        metrics=FIRST_PASS_METRICS,
+        metrics=ONE_PASS_METRICS if one else FIRST_PASS_METRICS,
         sections=sections,
         runs=1,
         warmup=1,

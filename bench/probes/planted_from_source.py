@@ -1,0 +1,94 @@
+"""The planted Triton kernels diagnosed from source, as ``diagnose_kernel`` does it (issue 37,
+part 2: is the one pass's first cause still the planted one?). On a GPU with ncu.
+
+Each catalog entry of language triton (bench/planted/catalog.json) becomes a source whose
+``run`` is ``run_kernel.py``'s launcher for it (three launches a call); ``diagnose_source``
+profiles it once with the default one pass and the kernel matching the entry's
+``kernel_regex`` is read: its top cause against the planted one (a control: a roof and no
+defect cause), and the call's wall seconds. Prints a line per kernel and a JSON summary;
+``--out DIR`` writes DIR/planted_from_source.json.
+
+    python3 -m bench.probes.planted_from_source [--ids a,b] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from nsight_agent.service.diagnose import diagnose_source
+from nsight_agent.service.measure import Measuring
+
+PLANTED = Path(__file__).resolve().parents[1] / "planted"
+SOURCE = """
+import sys
+sys.path.insert(0, {folder!r})
+import run_kernel
+
+
+def setup(device="cuda"):
+    return ()
+
+
+def run():
+    run_kernel.main(["run_kernel.py", {kid!r}])
+"""
+
+
+def one(entry: dict[str, Any], runs: Path) -> dict[str, Any]:
+    source = SOURCE.format(folder=str(PLANTED), kid=entry["id"])
+    fields = {"source": source, "language": "triton", "configs": [{}]}
+    start = time.monotonic()
+    row: dict[str, Any] = {"id": entry["id"], "planted": entry["planted"]}
+    try:
+        d = diagnose_source(fields, Measuring(runs_root=runs), limit=8)
+    except Exception as err:  # one kernel failing must not lose the others' rows
+        return {**row, "error": f"{type(err).__name__}: {err}"[:400]}
+    row["seconds"] = round(time.monotonic() - start, 2)
+    mine = [k for k in d.kernels if re.search(entry["kernel_regex"], k.diagnosis.kernel)]
+    if not mine:
+        return {**row, "error": f"no kernel matched: {[k.diagnosis.kernel for k in d.kernels]}"}
+    k = mine[0].diagnosis
+    row["top"] = k.causes[0].id if k.causes else None
+    row["headline"] = k.headline
+    if entry["planted"] == "control":
+        row["right"] = k.bound.roof is not None and all(c.kind == "roof" for c in k.causes)
+    else:
+        row["right"] = row["top"] == entry["planted"]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--ids", help="comma-separated catalog ids (default: every Triton one)")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    catalog = json.loads((PLANTED / "catalog.json").read_text())
+    wanted = set(args.ids.split(",")) if args.ids else None
+    entries = [
+        e
+        for e in catalog
+        if e["language"] == "triton"
+        and e["id"] != "foreign_nvtx"
+        and (not wanted or e["id"] in wanted)
+    ]
+    runs = Path(tempfile.mkdtemp(prefix="planted-src-"))
+    rows = []
+    for entry in entries:
+        row = one(entry, runs)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "planted_from_source.json").write_text(json.dumps(rows, indent=1))
+    right = sum(bool(r.get("right")) for r in rows)
+    print(json.dumps({"kernels": len(rows), "right": right}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
