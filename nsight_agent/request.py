@@ -147,6 +147,9 @@ class ProfileRequest(BaseModel):
     )
     metrics: list[str] = Field(default_factory=lambda: [TIME_METRIC])
     sections: list[str] = Field(default_factory=list)
+    # Counters ncu collects into the report for a reader of the report (diagnose), not read
+    # into rows: a kernel without one is no error.
+    report_counters: list[str] = Field(default_factory=list)
     runs: int = Field(5, ge=1, le=100)
     warmup: int = Field(2, ge=0, le=100)
     replay_mode: ReplayMode = "kernel"
@@ -253,7 +256,7 @@ class ProfileRequest(BaseModel):
     def _cuda_functions(cls, v: list[str]) -> list[str]:
         return [_check_identifier("cuda function", f) for f in v]
 
-    @field_validator("metrics", "sections", "ignore_kernels")
+    @field_validator("metrics", "sections", "ignore_kernels", "report_counters")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
         for item in v:

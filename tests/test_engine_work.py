@@ -93,3 +93,22 @@ def test_the_rows_collected_for_the_check_leave_the_answer() -> None:
     assert set(kept["Metric"]) == {TIME_METRIC} and len(kept) == 2
     assert list(kept.index) == [0, 1]
     assert work.without(rows, []) is rows
+
+
+def test_report_counters_are_collected_but_not_read_into_rows() -> None:
+    """diagnose's one pass asks ncu for the memory tables' counters by name: the ncu command
+    collects them, the rows do not need them (a kernel without one is no error)."""
+    req = ProfileRequest(
+        source="def run(n):\n    pass\n",
+        language="torch",
+        configs={"n": [1]},
+        metrics=["gpu__time_duration.sum"],
+        report_counters=["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"],
+    )
+    assert work.collected_metrics(req) == [
+        "gpu__time_duration.sum",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    ]
+    assert work.row_metrics(req) == ["gpu__time_duration.sum"]
+    with pytest.raises(ValueError, match="one name per list entry"):
+        req.model_validate({**req.model_dump(), "report_counters": ["a.sum,b.sum"]})

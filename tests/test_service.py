@@ -92,8 +92,10 @@ def test_the_one_run_and_the_timing_call_go_through_the_executor(tmp_path: Path)
     # every section a first pass could ask a deeper one for is in the one run, but the memory
     # tables, whose counters the checks read come by name
     assert set(kernel.DEEPER) - set(sections) == {diagnose.TABLES}
-    metrics = executor.jobs[0].request.metrics
-    assert set(checks_memory.TABLE_METRICS) <= set(metrics) and "InstructionStats" in sections
+    request = executor.jobs[0].request
+    assert request.report_counters == list(checks_memory.TABLE_METRICS)
+    assert not set(request.report_counters) & set(request.metrics)  # not read into rows
+    assert "InstructionStats" in sections
     assert d.run_id == "run-1"
     assert d.passes is not None and len(d.passes) == 2, d.passes
     assert d.passes[0].startswith("one pass (run run-1): SpeedOfLight, ")

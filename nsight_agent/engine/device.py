@@ -90,6 +90,10 @@ class DeviceInfo(BaseModel):
     pool: dict[str, Any] | None = Field(
         default=None, description="Where jobs run: slots or nodes, GPUs, jobs running/queued"
     )
+    ncu_cost: dict[str, Any] | None = Field(
+        default=None,
+        description="One ncu run here: start_s + kernels x passes x pass_s (what budget_s uses)",
+    )
 
 
 def package_versions() -> dict[str, str]:

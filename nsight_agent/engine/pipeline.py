@@ -325,7 +325,7 @@ def _measured_run(
     """extract and aggregate (report + manifest -> rows -> frame), then check (outputs and
     kernel counts -> OutputOK, warnings)."""
     files = records.RunFiles.in_folder(run_dir)
-    metrics = work.collected_metrics(request)
+    metrics = work.row_metrics(request)
     added = work.added_metrics(request)  # read for the work check, not asked for
     manifest = measure.read_manifest(files.manifest)
     params = request.param_names()

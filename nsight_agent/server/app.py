@@ -50,7 +50,7 @@ the baseline's. Full text, per language: resource nsight-agent://contract."""
 
 # Field descriptions in tools/list: inputs tell the model what to send; answers describe only
 # their top-level fields (nested field names say enough; the answer's text explains numbers).
-INPUT_DESCRIPTION_CHARS = 160
+INPUT_DESCRIPTION_CHARS = 170
 OUTPUT_DESCRIPTION_CHARS = 50
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)

@@ -125,6 +125,6 @@ async def device_info(
 ) -> Annotated[CallToolResult, DeviceInfo]:
     """Can this machine profile? GPU, driver, ncu, counter permission, SMs, clocks, peaks."""
     with tool_errors():
-        executor = state(ctx).session.executor
-        info = await thread(lambda: session.device_info(probe_counters, executor))
+        executor, root = state(ctx).session.executor, state(ctx).runs_root
+        info = await thread(lambda: session.device_info(probe_counters, executor, root))
         return result(info, device_views.render_device(info))

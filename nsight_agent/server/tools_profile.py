@@ -53,7 +53,7 @@ OptionsArg = Annotated[
     Field(
         description="setup warmup sections replay_mode cache_control clock_control "
         "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep correctness "
-        "min_effect_pct"
+        "min_effect_pct budget_s"
     ),
 ]
 
@@ -78,6 +78,7 @@ class Options(BaseModel):
     deep: bool = True
     correctness: Correctness = "default"
     min_effect_pct: float = Field(default=MIN_EFFECT_PCT, ge=0, le=100)
+    budget_s: float | None = Field(default=None, ge=1, le=3600)
 
     def fields(self, *names: str) -> dict[str, Any]:
         return {n: getattr(self, n) for n in names}
@@ -128,7 +129,7 @@ async def profile_kernel(
             **o.fields("clock_control", "timeout_s", "ignore_kernels", "combine_kernels"),
             correctness=o.correctness,
         )
-        run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
+        run = await execute(ctx, lambda where: profile.profile(where, method, o.budget_s, **fields))
         s = run_views.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s, run_views.metric_labels(run)))
 
@@ -269,7 +270,13 @@ async def diagnose_kernel(
             d = await execute(
                 ctx,
                 lambda where: diagnose.diagnose_source(
-                    fields, where, deep=o.deep, limit=limit, time_step=True, **hints
+                    fields,
+                    where,
+                    deep=o.deep,
+                    limit=limit,
+                    time_step=True,
+                    budget_s=o.budget_s,
+                    **hints,
                 ),
             )
         return result(d, text.render_diagnosis(d))

@@ -19,22 +19,23 @@ from typing import Any
 
 from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.checks_memory import TABLE_METRICS
-from nsight_agent.diagnose.kernel import DEEPER
+from nsight_agent.diagnose.kernel import DEEPER, DEEPER_ORDER
 from nsight_agent.diagnose.owner import user_kernel_names
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
 from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
 from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
+from nsight_agent.service import budget
 from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
 from nsight_agent.service.profile import build_request
-from nsight_agent.service.runs import load_run, report_of
+from nsight_agent.service.runs import load_run, report_of, runs_root_or_default
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 # The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
 FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
 # One run: the cheap sections and every one a diagnosis may ask a deeper pass for, but the
 # memory tables: their 30 replay passes (2.5 s of 9 on a target, H200) for the few counters the
-# checks read, which ONE_PASS_METRICS asks for by name.
+# checks read, which the one pass asks ncu for by name (report counters: TABLE_METRICS).
 TABLES = "MemoryWorkloadAnalysis_Tables"
 ONE_PASS_SECTIONS = [
     *FIRST_PASS_SECTIONS,
@@ -49,7 +50,21 @@ FIRST_PASS_METRICS = [
     "dram__bytes_write.sum",
     *TENSOR_MIX.values(),
 ]
-ONE_PASS_METRICS = [*FIRST_PASS_METRICS, *TABLE_METRICS]
+# What a budget keeps first: the cheap sections (the bound), then what a deeper pass adds first.
+BUDGET_ORDER = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER_ORDER if s not in FIRST_PASS_SECTIONS)]
+BUDGET_ORDER += [s for s in DEEPER if s not in BUDGET_ORDER]
+
+
+def within_budget(
+    sections: list[str], metrics: int, calls: int, budget_s: float, where: Measuring
+) -> budget.BudgetPlan:
+    """The sections, most needed first, that one run of ``calls`` measured calls (one kernel
+    each, as far as is known before the run) can collect within ``budget_s`` on this machine."""
+    order = [s for s in BUDGET_ORDER if s in sections] + [
+        s for s in sections if s not in BUDGET_ORDER
+    ]
+    cost = budget.pass_cost(runs_root_or_default(where.runs_root))
+    return budget.fit(order, budget_s, cost, kernels=calls, metrics=metrics)
 
 
 def deeper_sections(d: ReportDiagnosis) -> list[str]:
@@ -106,17 +121,29 @@ def diagnose_source(
     input_dtypes: list[str] | None = None,
     time_step: bool = False,
     sample_launches: bool | None = None,
+    budget_s: float | None = None,
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
     diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
     a second run with the ones their diagnosis asks for. Torch operator ranges are recorded
     so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
-    measured, one config and one variant): ncu profiles one launch per configuration."""
+    measured, one config and one variant): ncu profiles one launch per configuration.
+    ``budget_s``: the sections kept are those whose estimated cost fits (``within_budget``);
+    the answer says what was left out, and each kernel's ``deeper`` what they would add."""
     one = deep and not staged
     sections = ONE_PASS_SECTIONS if one else FIRST_PASS_SECTIONS
+    counters = list(TABLE_METRICS) if one else []  # into the report only (a kernel may lack one)
+    plan = None
+    if budget_s is not None:
+        shape = build_request(**fields, sections=sections, runs=1, warmup=1)
+        calls = len(shape.expanded_configs()) * len(shape.effective_variants())
+        counted = len(FIRST_PASS_METRICS) + len(counters)
+        plan = within_budget(sections, counted, calls, budget_s, where)
+        sections = plan.kept
     first = build_request(
         **fields,
-        metrics=ONE_PASS_METRICS if one else FIRST_PASS_METRICS,
+        metrics=FIRST_PASS_METRICS,
+        report_counters=counters,
         sections=sections,
         runs=1,
         warmup=1,
@@ -143,7 +170,7 @@ def diagnose_source(
     if time_step and len({k for names in run.kernels.values() for k in names}) > 1:
         hints["wall_ns"], timed = _time_one_call(first, where)
     d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
-    label = "one pass" if sections is ONE_PASS_SECTIONS else "pass 1"
+    label = "one pass" if one else "pass 1"
     passes = [f"{label} (run {run.run_id}): {', '.join(sections)}"]
     extra = deeper_sections(d) if deep and staged else []
     if extra:
@@ -152,6 +179,11 @@ def diagnose_source(
         d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
     d.run_id, d.passes = run.run_id, [*passes, *([timed] if timed else [])]
+    if plan is not None:
+        took = run.extra.get("ncu_s")
+        d.budget = plan.line() + (
+            f"; ncu took {took:.1f} s" if isinstance(took, (int, float)) else ""
+        )
     return d
 
 

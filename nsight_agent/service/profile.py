@@ -11,8 +11,9 @@ from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
+from nsight_agent.service import budget
 from nsight_agent.service.measure import Measuring, Method, RunResult, measure
-from nsight_agent.service.runs import report_of
+from nsight_agent.service.runs import report_of, runs_root_or_default
 
 
 def build_request(**fields: Any) -> ProfileRequest:
@@ -36,12 +37,27 @@ def build_request(**fields: Any) -> ProfileRequest:
     return ProfileRequest(metrics=metrics, sections=sections, **clean)
 
 
-def profile(where: Measuring, method: Method = "ncu", **fields: Any) -> RunResult:
+def profile(
+    where: Measuring, method: Method = "ncu", budget_s: float | None = None, **fields: Any
+) -> RunResult:
     """``profile_kernel`` and ``compare_variants`` (and the CLI's ``profile``/``compare``):
-    the request built from ``fields``, measured by ``method``."""
+    the request built from ``fields``, measured by ``method``. ``budget_s`` (ncu): the
+    sections asked for, in their order, that fit it; the run's warnings say what was left out."""
     if method == "timing":
         refuse_counters(fields)
-    return measure(build_request(**fields), method, where)
+    request = build_request(**fields)
+    if budget_s is None or method != "ncu" or not request.sections:
+        return measure(request, method, where)
+    calls = len(request.expanded_configs()) * len(request.effective_variants()) * request.runs
+    cost = budget.pass_cost(runs_root_or_default(where.runs_root))
+    keep = 0 if request.metrics else 1
+    plan = budget.fit(request.sections, budget_s, cost, calls, len(request.metrics), keep)
+    run = measure(request.model_copy(update={"sections": plan.kept}), method, where)
+    took = run.extra.get("ncu_s")
+    run.warnings.append(
+        plan.line() + (f"; ncu took {took:.1f} s" if isinstance(took, float) else "")
+    )
+    return run
 
 
 def refuse_counters(fields: dict[str, Any]) -> None:

@@ -90,4 +90,10 @@ def render_device(info: device.DeviceInfo) -> str:
     lines = [device.render(info), *install_lines(info)]
     if info.pool is not None:
         lines.append(render_pool(info.pool))
+    cost = info.ncu_cost
+    if cost:
+        lines.append(
+            f"one ncu run: {cost['start_s']:.1f} s + {cost['pass_s']:.3f} s per replay pass of "
+            f"each kernel ({cost['basis']})"
+        )
     return "\n".join(lines)

@@ -59,6 +59,9 @@ class ReportDiagnosis(BaseModel):
     sampled: str | None = Field(
         default=None, description="How a step profiled one launch per configuration was read"
     )
+    budget: str | None = Field(
+        default=None, description="options.budget_s: the estimate, what was left out to fit"
+    )
     page: Page
     vocabulary: str = Field(
         default="docs/DIAGNOSIS.md; get_skill(<skill>) explains each cause",

@@ -30,8 +30,15 @@ MIN_BASELINE = {DRAM_BYTES: 1e6, INSTRUCTIONS: 1e5}
 
 
 def collected_metrics(request: ProfileRequest) -> list[str]:
-    """What the ncu command collects: the request's metrics, plus the work metrics when
-    variants are compared."""
+    """What the ncu command collects: the request's metrics and report counters, plus the
+    work metrics when variants are compared."""
+    asked = row_metrics(request)
+    return asked + [m for m in request.report_counters if m not in asked]
+
+
+def row_metrics(request: ProfileRequest) -> list[str]:
+    """What is read into rows: the request's metrics, plus the work metrics when variants are
+    compared (not the report counters, which only the report's reader reads)."""
     asked = list(request.metrics) or [TIME_METRIC]
     if len(request.effective_variants()) < 2:
         return asked
@@ -41,7 +48,7 @@ def collected_metrics(request: ProfileRequest) -> list[str]:
 def added_metrics(request: ProfileRequest) -> list[str]:
     """The work metrics collected for the check only (not asked for by the request)."""
     asked = set(request.metrics) or {TIME_METRIC}
-    return [m for m in collected_metrics(request) if m not in asked]
+    return [m for m in row_metrics(request) if m not in asked]
 
 
 def work_suspects(processed: pd.DataFrame, request: ProfileRequest) -> list[Suspect]:

@@ -1,0 +1,91 @@
+"""The profiling budget (issue 37, part 3): what an ncu run costs here and which sections fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nsight_agent.server.tools_profile import options_of
+from nsight_agent.service import budget, diagnose
+from nsight_agent.service.measure import Measuring
+from tests.test_service import FIELDS, StandInExecutor
+
+COST = budget.PassCost(start_s=2.0, pass_s=0.1, basis="test")
+
+
+def test_the_sections_kept_are_those_that_fit_in_the_order_given() -> None:
+    # 2 s start; one metric pass + SpeedOfLight's 10 = 3.1 s; + LaunchStats 1 = 3.2 s; the
+    # memory tables' 30 would make 6.2 s; Occupancy's 1 still fits after them.
+    plan = budget.fit(
+        ["SpeedOfLight", "LaunchStats", "MemoryWorkloadAnalysis_Tables", "Occupancy"], 4.0, COST
+    )
+    assert plan.kept == ["SpeedOfLight", "LaunchStats", "Occupancy"]
+    assert plan.left_out == ["MemoryWorkloadAnalysis_Tables"]
+    assert plan.estimate_s == pytest.approx(3.3) and plan.full_s == pytest.approx(6.3)
+    assert "left out MemoryWorkloadAnalysis_Tables (est. +3.0 s" in plan.line()
+
+
+def test_kernels_multiply_the_passes_and_the_first_section_always_stays() -> None:
+    plan = budget.fit(["SpeedOfLight", "Occupancy"], 2.5, COST, kernels=10)
+    assert plan.kept == ["SpeedOfLight"] and plan.left_out == ["Occupancy"]
+    assert plan.estimate_s == pytest.approx(2.0 + 10 * 11 * 0.1)
+    assert "over it" not in plan.line()  # something was left out: the line says what
+    alone = budget.fit(["SpeedOfLight"], 2.5, COST, kernels=10)
+    assert alone.kept == ["SpeedOfLight"] and alone.line().endswith("nothing left to leave out")
+
+
+def _runs(root: Path, points: list[tuple[int, float]]) -> None:
+    for i, (passes, seconds) in enumerate(points):
+        folder = root / f"run-{i}"
+        folder.mkdir(parents=True)
+        (folder / "request.json").write_text("{}")
+        extra = {"ncu_passes": passes, "ncu_s": seconds}
+        (folder / "result.json").write_text(json.dumps({"extra": extra}))
+
+
+def test_the_cost_is_fitted_to_this_machines_runs(tmp_path: Path) -> None:
+    _runs(tmp_path, [(1, 3.0), (11, 4.0), (34, 6.3), (5, 3.4)])
+    cost = budget.pass_cost(tmp_path)
+    assert cost.basis == "measured here: the newest 4 ncu runs"
+    assert cost.start_s == pytest.approx(2.9, abs=0.05)
+    assert cost.pass_s == pytest.approx(0.1, abs=0.005)
+
+
+@pytest.mark.parametrize(
+    "points",
+    [[], [(10, 4.0), (10, 5.0), (10, 6.0)], [(1, 9.0), (30, 3.0), (5, 8.0)]],
+    ids=["no runs", "one pass count", "a line that falls"],
+)
+def test_without_a_sensible_fit_the_recorded_figures_stand_in(
+    tmp_path: Path, points: list[tuple[int, float]]
+) -> None:
+    _runs(tmp_path, points)
+    assert budget.pass_cost(tmp_path) == budget.RECORDED
+    assert budget.pass_cost(None).basis.startswith("recorded on an H200")
+
+
+def test_a_diagnosis_within_a_budget_collects_what_fits_and_says_what_it_left_out(
+    tmp_path: Path,
+) -> None:
+    executor = StandInExecutor(tmp_path, kernels=1)
+    where = Measuring(runs_root=tmp_path / "runs", executor=executor)
+    d = diagnose.diagnose_source(FIELDS, where, budget_s=8.0)  # recorded figures: 5.6 s start
+    asked = executor.jobs[0].request.sections
+    assert asked[:4] == diagnose.FIRST_PASS_SECTIONS and len(asked) < len(
+        diagnose.ONE_PASS_SECTIONS
+    )
+    left = [s for s in diagnose.ONE_PASS_SECTIONS if s not in asked]
+    assert d.budget is not None and d.budget.startswith("budget 8 s: est. ")
+    assert f"left out {', '.join(left)}" in d.budget and "recorded on an H200" in d.budget
+    # what they would have told is each kernel's deeper list
+    assert d.kernels and set(left) & set(d.kernels[0].diagnosis.deeper or {})
+    whole = diagnose.diagnose_source(FIELDS, where)
+    assert whole.budget is None and executor.jobs[1].request.sections == diagnose.ONE_PASS_SECTIONS
+
+
+def test_budget_s_is_an_option_of_the_tools_and_is_checked() -> None:
+    assert options_of({"budget_s": 6}).budget_s == 6.0
+    with pytest.raises(ValueError, match="budget_s"):
+        options_of({"budget_s": 0})
