@@ -181,7 +181,7 @@ async def server(name: str, targets: str) -> AsyncIterator[Server]:
         yield Server(client, name, Path(runs))
 
 
-async def measure(rounds: int) -> dict[str, Any]:
+async def measure(rounds: int, budget_s: float | None = None) -> dict[str, Any]:
     sides = ("floor", "cold", "prelaunched", "triton", "diagnose")
     times: dict[str, list[float]] = {k: [] for k in sides}
     paths: dict[str, list[str]] = {k: [] for k in (*sides[1:], "burst")}
@@ -218,6 +218,19 @@ async def measure(rounds: int) -> dict[str, Any]:
                     out.setdefault(f"{side}_stages", []).append(s.stages(answer))
                 times[side].append(seconds)
                 say(f"round {r} {side:12s} {seconds:7.3f} s {path}")
+        if budget_s:  # diagnose_kernel within a budget, on the same warm server
+            await warm.wait_ready()
+            args = {**DIAGNOSE, "options": {"budget_s": budget_s}}
+            seconds, answer = await warm.call("diagnose_kernel", args)
+            out["budget"] = {
+                "budget_s": budget_s,
+                "seconds": round(seconds, 3),
+                "said": answer.get("budget"),
+            }
+            out["budget"]["headline"] = (
+                (answer.get("kernels") or [{}])[0].get("diagnosis") or {}
+            ).get("headline")
+            say(f"diagnose within {budget_s} s: {seconds:.3f} s; {answer.get('budget')}")
         await warm.wait_ready()
         burst_start = time.monotonic()
         burst: list[float] = []
@@ -319,9 +332,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write DIR/prelaunch.json")
     parser.add_argument("--sections", action="store_true", help="then each section's cost")
     parser.add_argument("--no-leave-one-out", action="store_true", help="with --sections")
+    parser.add_argument("--budget-s", type=float, help="then diagnose_kernel within this budget")
     args = parser.parse_args()
     start = time.monotonic()
-    out = anyio.run(measure, args.rounds) if args.rounds else {}
+    out = anyio.run(measure, args.rounds, args.budget_s) if args.rounds else {}
     report = {**(summary(out) if out else {}), **out}
     if args.sections:
         report["section_costs"] = anyio.run(section_costs, not args.no_leave_one_out)
