@@ -21,7 +21,7 @@ from nsight_agent.diagnose import checks_memory, kernel
 from nsight_agent.engine.executors.base import Executor, JobHandle
 from nsight_agent.engine.pipeline import Job, Progress
 from nsight_agent.engine.store.runs import RunResult
-from nsight_agent.errors import NsightAgentError, RunCancelledError
+from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
 from nsight_agent.service import diagnose
 from nsight_agent.service.measure import Measuring
 
@@ -89,13 +89,9 @@ def test_the_one_run_and_the_timing_call_go_through_the_executor(tmp_path: Path)
     assert modes == ["profile", "timing"], modes
     sections = executor.jobs[0].request.sections
     assert sections == diagnose.ONE_PASS_SECTIONS
-    # every section a first pass could ask a deeper one for is in the one run, but the memory
-    # tables, whose counters the checks read come by name
-    assert set(kernel.DEEPER) - set(sections) == {diagnose.TABLES}
-    request = executor.jobs[0].request
-    assert request.report_counters == list(checks_memory.TABLE_METRICS)
-    assert not set(request.report_counters) & set(request.metrics)  # not read into rows
-    assert "InstructionStats" in sections
+    # every section a first pass could ask a deeper one for is in the one run
+    assert set(kernel.DEEPER) <= set(sections) and "InstructionStats" in sections
+    assert executor.jobs[0].request.report_counters == []
     assert d.run_id == "run-1"
     assert d.passes is not None and len(d.passes) == 2, d.passes
     assert d.passes[0].startswith("one pass (run run-1): SpeedOfLight, ")
@@ -149,3 +145,31 @@ def test_without_time_step_only_the_ncu_passes_run(tmp_path: Path) -> None:
     diagnose.diagnose_source(FIELDS, Measuring(executor=executor), deep=False)
     assert [job.mode for job in executor.jobs] == ["profile"]
     assert executor.jobs[0].request.sections == diagnose.FIRST_PASS_SECTIONS
+
+
+@pytest.mark.parametrize("how", ["env", "argument"])
+def test_the_memory_tables_by_name_when_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """NSIGHT_AGENT_DIAGNOSE_TABLES=names (or tables_named=True): the one pass leaves the
+    memory tables' section out and asks ncu for the counters its checks read, into the report
+    only; the diagnosis still counts that evidence as collected."""
+    executor = StandInExecutor(tmp_path, kernels=1)
+    where = Measuring(runs_root=tmp_path, executor=executor)
+    if how == "env":
+        monkeypatch.setenv(diagnose.TABLES_ENV, "names")
+    d = diagnose.diagnose_source(FIELDS, where, tables_named=True if how == "argument" else None)
+    request = executor.jobs[0].request
+    assert request.sections == diagnose.LEAN_PASS_SECTIONS
+    assert set(kernel.DEEPER) - set(request.sections) == {diagnose.TABLES}
+    assert request.report_counters == list(checks_memory.TABLE_METRICS)
+    assert not set(request.report_counters) & set(request.metrics)  # not read into rows
+    assert d.kernels and diagnose.TABLES in d.kernels[0].diagnosis.collected
+
+
+def test_a_wrong_tables_choice_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(diagnose.TABLES_ENV, "some")
+    with pytest.raises(InvalidRequestError, match="neither 'section' nor 'names'"):
+        diagnose.diagnose_source(FIELDS, Measuring(executor=StandInExecutor(tmp_path)))

@@ -14,6 +14,7 @@ executor in use (the server's GPU slots, a Ray pool) runs them all.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +34,28 @@ from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 # The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
 FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
-# One run: the cheap sections and every one a diagnosis may ask a deeper pass for, but the
-# memory tables: their 30 replay passes (2.5 s of 9 on a target, H200) for the few counters the
-# checks read, which the one pass asks ncu for by name (report counters: TABLE_METRICS).
+# One run: the cheap sections and every one a diagnosis may ask a deeper pass for.
+ONE_PASS_SECTIONS = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS)]
+# The same without the memory tables, whose 30 replay passes (2.5 s of a 9 s diagnosis on a
+# target, H200) buy the few counters the checks read: those go to ncu by name, as report
+# counters (TABLE_METRICS). Chosen by NSIGHT_AGENT_DIAGNOSE_TABLES=names; not the default until
+# it has run on a GPU (docs/DIAGNOSIS.md).
 TABLES = "MemoryWorkloadAnalysis_Tables"
-ONE_PASS_SECTIONS = [
-    *FIRST_PASS_SECTIONS,
-    *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS and s != TABLES),
-]
+LEAN_PASS_SECTIONS = [s for s in ONE_PASS_SECTIONS if s != TABLES]
+TABLES_ENV = "NSIGHT_AGENT_DIAGNOSE_TABLES"
+
+
+def tables_by_name() -> bool:
+    """Whether the one pass asks for the memory tables' counters by name (``TABLES_ENV``)."""
+    chosen = os.environ.get(TABLES_ENV, "section")
+    if chosen not in ("section", "names"):
+        raise InvalidRequestError(
+            f"{TABLES_ENV}={chosen!r} is neither 'section' nor 'names'",
+            f"Set {TABLES_ENV}=names (the memory tables' counters by name) or section (the "
+            "whole section, the default), or unset it.",
+        )
+    return chosen == "names"
+
 
 # Cheap counters beside the first pass: DRAM bytes (the fusion finding) and the tensor op
 # counts by source precision (the precision label of a tensor-core kernel).
@@ -122,6 +137,7 @@ def diagnose_source(
     time_step: bool = False,
     sample_launches: bool | None = None,
     budget_s: float | None = None,
+    tables_named: bool | None = None,
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
     diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
@@ -129,10 +145,14 @@ def diagnose_source(
     so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
     measured, one config and one variant): ncu profiles one launch per configuration.
     ``budget_s``: the sections kept are those whose estimated cost fits (``within_budget``);
-    the answer says what was left out, and each kernel's ``deeper`` what they would add."""
+    the answer says what was left out, and each kernel's ``deeper`` what they would add.
+    ``tables_named`` (None: ``TABLES_ENV``): the memory tables' counters by name."""
     one = deep and not staged
-    sections = ONE_PASS_SECTIONS if one else FIRST_PASS_SECTIONS
-    counters = list(TABLE_METRICS) if one else []  # into the report only (a kernel may lack one)
+    by_name = one and (tables_by_name() if tables_named is None else tables_named)
+    sections = (
+        (LEAN_PASS_SECTIONS if by_name else ONE_PASS_SECTIONS) if one else FIRST_PASS_SECTIONS
+    )
+    counters = list(TABLE_METRICS) if by_name else []  # into the report only: may be missing
     plan = None
     if budget_s is not None:
         shape = build_request(**fields, sections=sections, runs=1, warmup=1)
