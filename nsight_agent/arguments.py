@@ -16,7 +16,7 @@ OPTION_KNOBS = frozenset(
     {
         "setup", "warmup", "sections", "replay_mode", "cache_control", "clock_control",
         "timeout_s", "ignore_kernels", "combine_kernels", "rtol", "atol", "vary_inputs", "deep",
-        "correctness", "min_effect_pct",
+        "correctness", "min_effect_pct", "budget_s",
     }
 )  # fmt: skip
 
