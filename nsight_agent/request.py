@@ -150,6 +150,10 @@ class ProfileRequest(BaseModel):
     # Counters ncu collects into the report for a reader of the report (diagnose), not read
     # into rows: a kernel without one is no error.
     report_counters: list[str] = Field(default_factory=list)
+    # A profiling budget (engine/collection/budget.py): after the pre-flight counts each call's
+    # kernels, the sections (most needed first; the first budget_keep always) that fit it.
+    budget_s: float | None = Field(default=None, ge=1, le=3600)
+    budget_keep: int = Field(default=0, ge=0)
     runs: int = Field(5, ge=1, le=100)
     warmup: int = Field(2, ge=0, le=100)
     replay_mode: ReplayMode = "kernel"

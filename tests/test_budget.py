@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from nsight_agent.engine import pipeline
+from nsight_agent.engine.collection import budget
 from nsight_agent.server.tools_profile import options_of
-from nsight_agent.service import budget, diagnose
+from nsight_agent.service import diagnose
 from nsight_agent.service.measure import Measuring
+from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
+    KERNELS,
+    calls,
+    stand_in,
+    sweep_request,
+)
 from tests.test_service import FIELDS, StandInExecutor
 
 COST = budget.PassCost(start_s=2.0, pass_s=0.1, basis="test")
@@ -66,26 +74,57 @@ def test_without_a_sensible_fit_the_recorded_figures_stand_in(
     assert budget.pass_cost(None).basis.startswith("recorded on an H200")
 
 
-def test_a_diagnosis_within_a_budget_collects_what_fits_and_says_what_it_left_out(
+def test_a_diagnosis_asks_for_its_sections_most_needed_first_and_the_cheap_four_always(
     tmp_path: Path,
 ) -> None:
     executor = StandInExecutor(tmp_path, kernels=1)
     where = Measuring(runs_root=tmp_path / "runs", executor=executor)
-    d = diagnose.diagnose_source(FIELDS, where, budget_s=8.0)  # recorded figures: 5.6 s start
-    asked = executor.jobs[0].request.sections
-    assert asked[:4] == diagnose.FIRST_PASS_SECTIONS and len(asked) < len(
-        diagnose.ONE_PASS_SECTIONS
-    )
-    left = [s for s in diagnose.ONE_PASS_SECTIONS if s not in asked]
-    assert d.budget is not None and d.budget.startswith("budget 8 s: est. ")
-    assert f"left out {', '.join(left)}" in d.budget and "recorded on an H200" in d.budget
-    # what they would have told is each kernel's deeper list
-    assert d.kernels and set(left) & set(d.kernels[0].diagnosis.deeper or {})
-    whole = diagnose.diagnose_source(FIELDS, where)
-    assert whole.budget is None and executor.jobs[1].request.sections == diagnose.ONE_PASS_SECTIONS
+    diagnose.diagnose_source(FIELDS, where, budget_s=8.0)
+    asked = executor.jobs[0].request
+    assert asked.budget_s == 8.0 and asked.budget_keep == len(diagnose.FIRST_PASS_SECTIONS)
+    assert asked.sections[:4] == diagnose.FIRST_PASS_SECTIONS
+    assert asked.sections == diagnose.budget_order(diagnose.ONE_PASS_SECTIONS)
+    assert sorted(asked.sections) == sorted(diagnose.ONE_PASS_SECTIONS)
+    diagnose.diagnose_source(FIELDS, where)
+    assert executor.jobs[1].request.budget_s is None
+
+
+def test_the_pipeline_fits_the_sections_after_the_preflight_and_says_what_it_left_out(
+    stand_in: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Through the real pipeline and the stand-in ncu (the harness on the CPU): no early start
+    (the sections wait for the pre-flight's count), the ncu command carries only the sections
+    that fit, and the run says what it left out. On the CPU the pre-flight counts no kernels,
+    so each of the sweep's 18 calls counts as one; the H200's recorded figures stand in."""
+    sections = ["LaunchStats", "Occupancy", "MemoryWorkloadAnalysis_Tables"]
+    request = sweep_request(sections=sections, budget_s=12.0)
+    run = pipeline.profile(request, runs_root=tmp_path / "runs")
+    (argv,) = calls(stand_in, "cold")
+    asked = [argv[i + 1] for i, a in enumerate(argv) if a == "--section"]
+    assert asked == ["LaunchStats", "Occupancy"]
+    said = run.extra["budget"]
+    assert said.startswith("budget 12 s: est. ") and "recorded on an H200" in said
+    assert "left out MemoryWorkloadAnalysis_Tables (est. +" in said
+    assert run.kernels == KERNELS  # the rows as without a budget
+    whole = pipeline.profile(sweep_request(sections=sections), runs_root=tmp_path / "runs")
+    assert "budget" not in whole.extra
 
 
 def test_budget_s_is_an_option_of_the_tools_and_is_checked() -> None:
     assert options_of({"budget_s": 6}).budget_s == 6.0
     with pytest.raises(ValueError, match="budget_s"):
         options_of({"budget_s": 0})
+
+
+def test_a_budgeted_job_does_not_start_its_collect_stage_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started beside the pre-flight, the collect stage would fix its sections before the
+    pre-flight has counted the kernels the budget weighs."""
+    from nsight_agent.engine.collection import early_ncu
+
+    monkeypatch.delenv(early_ncu.ENV, raising=False)
+    assert early_ncu.enabled()  # early starts are on: only the budget stops this one
+    request = sweep_request(sections=["SpeedOfLight"], budget_s=5.0)
+    assert early_ncu.start(request, tmp_path, "run", lambda: None, None) is None

@@ -35,6 +35,7 @@ from typing import Any, Literal, Union
 
 from nsight_agent.engine import device, pinning
 from nsight_agent.engine.collection import (
+    budget,
     early_ncu,
     isolate,
     measure,
@@ -225,17 +226,16 @@ def profile(
         record.stage("ncu")
         say(0, total, "profiling under ncu")
         skip, counts = sorted(pre.dropped), preflight_run.expected_kernels(pre)  # counts: attach
-        if early is not None:
-            collected = early.go(skip, counts)
-        else:
-            collected = plain_collect.collect(
-                request, pre, run_dir, run_id, watch, skip, targets, counts
-            )
+        asked, plan = budget.plan_request(request, counts, runs_root or default_runs_root(), skip)
+        collected = early.go(skip, counts) if early is not None else plain_collect.collect(
+            asked, pre, run_dir, run_id, watch, skip, targets, counts
+        )  # fmt: skip
 
         record.stage("extract")
         result = _measured_run(request, run_dir, run_id, pre, collected.seconds)
         result.extra["collection"] = collected.path
         result.extra.update({"collected_plain": collected.plain} if collected.plain else {})
+        result.extra.update({"budget": plan.line()} if plan else {})
         result.seconds = time.monotonic() - start
 
         record.stage("save")

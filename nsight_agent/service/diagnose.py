@@ -26,10 +26,9 @@ from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_
 from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
 from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
-from nsight_agent.service import budget
 from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
-from nsight_agent.service.profile import build_request
-from nsight_agent.service.runs import load_run, report_of, runs_root_or_default
+from nsight_agent.service.profile import budget_note, build_request
+from nsight_agent.service.runs import load_run, report_of
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 # The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
@@ -70,16 +69,11 @@ BUDGET_ORDER = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER_ORDER if s not in FIRS
 BUDGET_ORDER += [s for s in DEEPER if s not in BUDGET_ORDER]
 
 
-def within_budget(
-    sections: list[str], metrics: int, calls: int, budget_s: float, where: Measuring
-) -> budget.BudgetPlan:
-    """The sections, most needed first, that one run of ``calls`` measured calls (one kernel
-    each, as far as is known before the run) can collect within ``budget_s`` on this machine."""
-    order = [s for s in BUDGET_ORDER if s in sections] + [
+def budget_order(sections: list[str]) -> list[str]:
+    """``sections`` most needed first, for a budget (engine/collection/budget.py)."""
+    return [s for s in BUDGET_ORDER if s in sections] + [
         s for s in sections if s not in BUDGET_ORDER
     ]
-    cost = budget.pass_cost(runs_root_or_default(where.runs_root))
-    return budget.fit(order, budget_s, cost, kernels=calls, metrics=metrics)
 
 
 def deeper_sections(d: ReportDiagnosis) -> list[str]:
@@ -144,8 +138,9 @@ def diagnose_source(
     a second run with the ones their diagnosis asks for. Torch operator ranges are recorded
     so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
     measured, one config and one variant): ncu profiles one launch per configuration.
-    ``budget_s``: the sections kept are those whose estimated cost fits (``within_budget``);
-    the answer says what was left out, and each kernel's ``deeper`` what they would add.
+    ``budget_s``: after the pre-flight counts the kernels, the sections (most needed first,
+    the cheap four always) whose estimated cost fits (engine/collection/budget.py); the answer
+    says what was left out, and each kernel's ``deeper`` what they would add.
     ``tables_named`` (None: ``TABLES_ENV``): the memory tables' counters by name."""
     one = deep and not staged
     by_name = one and (tables_by_name() if tables_named is None else tables_named)
@@ -153,13 +148,8 @@ def diagnose_source(
         (LEAN_PASS_SECTIONS if by_name else ONE_PASS_SECTIONS) if one else FIRST_PASS_SECTIONS
     )
     counters = list(TABLE_METRICS) if by_name else []  # into the report only: may be missing
-    plan = None
     if budget_s is not None:
-        shape = build_request(**fields, sections=sections, runs=1, warmup=1)
-        calls = len(shape.expanded_configs()) * len(shape.effective_variants())
-        counted = len(FIRST_PASS_METRICS) + len(counters)
-        plan = within_budget(sections, counted, calls, budget_s, where)
-        sections = plan.kept
+        sections = budget_order(sections)
     first = build_request(
         **fields,
         metrics=FIRST_PASS_METRICS,
@@ -168,6 +158,8 @@ def diagnose_source(
         runs=1,
         warmup=1,
         torch_ranges=True,
+        budget_s=budget_s,
+        budget_keep=len(FIRST_PASS_SECTIONS) if budget_s is not None else 0,
     )
     sample = first.one_measured_call() if sample_launches is None else sample_launches
     if sample and not first.one_measured_call():
@@ -199,11 +191,7 @@ def diagnose_source(
         d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
     d.run_id, d.passes = run.run_id, [*passes, *([timed] if timed else [])]
-    if plan is not None:
-        took = run.extra.get("ncu_s")
-        d.budget = plan.line() + (
-            f"; ncu took {took:.1f} s" if isinstance(took, (int, float)) else ""
-        )
+    d.budget = budget_note(run)
     return d
 
 

@@ -11,9 +11,8 @@ from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
-from nsight_agent.service import budget
 from nsight_agent.service.measure import Measuring, Method, RunResult, measure
-from nsight_agent.service.runs import report_of, runs_root_or_default
+from nsight_agent.service.runs import report_of
 
 
 def build_request(**fields: Any) -> ProfileRequest:
@@ -42,22 +41,24 @@ def profile(
 ) -> RunResult:
     """``profile_kernel`` and ``compare_variants`` (and the CLI's ``profile``/``compare``):
     the request built from ``fields``, measured by ``method``. ``budget_s`` (ncu): the
-    sections asked for, in their order, that fit it; the run's warnings say what was left out."""
+    sections asked for, in their order, that fit it once the pre-flight has counted the
+    kernels (engine/collection/budget.py); the run's warnings say what was left out."""
     if method == "timing":
         refuse_counters(fields)
-    request = build_request(**fields)
-    if budget_s is None or method != "ncu" or not request.sections:
-        return measure(request, method, where)
-    calls = len(request.expanded_configs()) * len(request.effective_variants()) * request.runs
-    cost = budget.pass_cost(runs_root_or_default(where.runs_root))
-    keep = 0 if request.metrics else 1
-    plan = budget.fit(request.sections, budget_s, cost, calls, len(request.metrics), keep)
-    run = measure(request.model_copy(update={"sections": plan.kept}), method, where)
-    took = run.extra.get("ncu_s")
-    run.warnings.append(
-        plan.line() + (f"; ncu took {took:.1f} s" if isinstance(took, float) else "")
-    )
+    if budget_s is None or method != "ncu":
+        return measure(build_request(**fields), method, where)
+    run = measure(build_request(**fields, budget_s=budget_s), method, where)
+    said = budget_note(run)
+    run.warnings += [said] if said else []
     return run
+
+
+def budget_note(run: RunResult) -> str | None:
+    """The run's budget line (what was kept and left out) and what its ncu run took."""
+    said, took = run.extra.get("budget"), run.extra.get("ncu_s")
+    if not isinstance(said, str):
+        return None
+    return said + (f"; ncu took {took:.1f} s" if isinstance(took, (int, float)) else "")
 
 
 def refuse_counters(fields: dict[str, Any]) -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Literal
 
 from nsight_agent.engine import device
+from nsight_agent.engine.collection import budget
 from nsight_agent.engine.device import DeviceInfo
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.store import run_status
 from nsight_agent.engine.store.runs import default_runs_root
-from nsight_agent.service import budget
 from nsight_agent.service.measure import Executor, Measuring, Progress, WorkerPool
 
 ExecutorKind = Literal["local", "ray"]
@@ -79,7 +79,7 @@ def device_info(
     probe: bool = False, executor: Executor | None = None, runs_root: Path | None = None
 ) -> DeviceInfo:
     """Can this machine profile? With an executor, its pool (slots, busy, queued) too; what
-    one ncu run costs here, fitted to the runs under ``runs_root`` (service/budget.py)."""
+    one ncu run costs here, fitted to the runs under ``runs_root`` (engine/collection/budget.py)."""
     info = device.device_info(probe=probe)
     if info.can_profile:
         info.ncu_cost = budget.pass_cost(runs_root or default_runs_root()).model_dump()

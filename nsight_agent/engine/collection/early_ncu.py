@@ -98,8 +98,11 @@ def start(
     """The collect stage started now, when asked for and no pre-launched target will serve the
     job (a ready target is already started; None: the staged order, collect after the
     pre-flight). A job a target cannot serve (sections with torch operator ranges, launch
-    sampling), or a slot whose target is still starting, starts early as a plain cold run."""
-    if not enabled() or ncu_run.target_will_serve(request, targets):
+    sampling), or a slot whose target is still starting, starts early as a plain cold run. A
+    job with a budget does not: its sections wait for the pre-flight's kernel counts."""
+    if not enabled() or request.budget_s is not None:
+        return None
+    if ncu_run.target_will_serve(request, targets):
         return None
     if plain_collect.might_serve(request, targets):
         return None  # the pre-flight says whether a target serves it (plain_collect.py)
