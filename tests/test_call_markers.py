@@ -219,11 +219,24 @@ def test_the_harness_brackets_a_call_only_on_a_gpu_with_markers_on(
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         launched.append((call, tag))
 
+    launched.clear()
     with (
         pytest.raises(ValueError, match="the entry's own error"),
         harness_markers.around(6, "cuda", broken, scope),
     ):
         raise ValueError("the entry's own error")
+    assert launched == [(-1, 0), (6, BEGIN), (-2, 0)]  # the END failed, the range still closed
+
+    def no_begin(call: int, tag: int) -> None:  # the context was broken before this call
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    launched.clear()
+    with (
+        pytest.raises(RuntimeError, match="illegal memory access"),
+        harness_markers.around(8, "cuda", no_begin, scope),
+    ):
+        launched.append((8, 0))
+    assert launched == [(-1, 0), (-2, 0)]  # no call ran, no END, and the range is closed
 
 
 def test_the_marker_kernel_is_a_real_triton_kernel_that_launches() -> None:

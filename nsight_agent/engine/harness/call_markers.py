@@ -74,17 +74,23 @@ def around(
     """Bracket one measured call with its two markers, inside a profiler range, when markers
     are on and the run is on a GPU. The END marker is launched and the range closed after a
     call that raised too (the run stays readable), but a launch that fails then (a context
-    the call broke) does not hide the call's error."""
+    the call broke) does not hide the call's error; a BEGIN that fails closes the range."""
     if not (on() and device.startswith("cuda")):
         yield
         return
     scope(True)
-    launcher(call, BEGIN)
+    try:
+        launcher(call, BEGIN)
+    except BaseException:  # no call ran: close the range, launch no END
+        with contextlib.suppress(Exception):
+            scope(False)
+        raise
     try:
         yield
     except BaseException:
         with contextlib.suppress(Exception):
             launcher(call, END)
+        with contextlib.suppress(Exception):
             scope(False)
         raise
     launcher(call, END)
