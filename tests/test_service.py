@@ -173,3 +173,28 @@ def test_a_wrong_tables_choice_is_a_clear_error(
     monkeypatch.setenv(diagnose.TABLES_ENV, "some")
     with pytest.raises(InvalidRequestError, match="neither 'section' nor 'names'"):
         diagnose.diagnose_source(FIELDS, Measuring(executor=StandInExecutor(tmp_path)))
+
+
+def test_a_variants_own_kernels_count_as_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KernelBench candidate (a variant with its own source) defines kernels of the user's
+    too: the diagnosis names them as the user's, not as another library's."""
+    seen: dict[str, Any] = {}
+    real = diagnose.diagnose_report
+
+    def spy(path: Any, **hints: Any) -> Any:
+        seen.update(hints)
+        return real(path, **hints)
+
+    monkeypatch.setattr(diagnose, "diagnose_report", spy)
+    candidate = (
+        "import triton\n\n\n@triton.jit\ndef candidate_kernel(x):\n    pass\n\n\n"
+        "def run(n):\n    return n\n"
+    )
+    fields = {
+        **FIELDS,
+        "variants": [{"name": "base", "entry": "run"}, {"name": "new", "source": candidate}],
+    }
+    diagnose.diagnose_source(fields, Measuring(executor=StandInExecutor(tmp_path, kernels=1)))
+    assert "candidate_kernel" in seen["user_kernels"]

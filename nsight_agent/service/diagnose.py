@@ -21,7 +21,7 @@ from typing import Any
 from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.checks_memory import TABLE_METRICS
 from nsight_agent.diagnose.kernel import DEEPER, DEEPER_ORDER
-from nsight_agent.diagnose.owner import user_kernel_names
+from nsight_agent.engine.collection import plain_collect
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
 from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
 from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
@@ -173,7 +173,7 @@ def diagnose_source(
     require_ncu(where)
     hints: dict[str, Any] = {
         "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,
-        "user_kernels": user_kernel_names(first.source), "wall_ns": None,
+        "user_kernels": plain_collect.source_kernels(first), "wall_ns": None,
     }  # fmt: skip
     run = measure(first, "ncu", where)
     # The step's wall time feeds the host-gap finding of a step of several kernels; a call of
