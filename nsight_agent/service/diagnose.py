@@ -1,8 +1,8 @@
 """The diagnose use case: a report, an earlier run, or source profiled.
 
 From source: one ncu run with every section the checks read (every one a diagnosis could ask
-a deeper pass for; of the memory tables, only the counters the checks read, by name), torch
-operator ranges and a few counters (DRAM bytes, tensor precision), diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
+a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor precision),
+diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
 (docs/BENCHMARKS.md, "What the deeper pass costs"), the two passes cost 1.5-1.9x one run of
 ncu's full set, as each pays ncu's start-up and the second replays every kernel again with
 the first's sections too. ``deep=False`` runs the cheap sections alone; ``staged=True`` the
@@ -191,7 +191,12 @@ def diagnose_source(
         d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
     d.run_id, d.passes = run.run_id, [*passes, *([timed] if timed else [])]
-    d.budget = budget_note(run)
+    said = budget_note(run)
+    d.budget = (
+        f"{said}; what they would add: each kernel's deeper"
+        if said and "left out" in said
+        else said
+    )
     return d
 
 

@@ -131,10 +131,7 @@ class BudgetPlan(BaseModel):
                 return f"{said}; over it, with nothing left to leave out"
             return said
         extra = self.full_s - self.estimate_s
-        return (
-            f"{said}; left out {', '.join(self.left_out)} (est. +{extra:.1f} s: a deeper pass "
-            "with them adds what `deeper` says)"
-        )
+        return f"{said}; left out {', '.join(self.left_out)} (est. +{extra:.1f} s)"
 
 
 def fit(
