@@ -128,3 +128,33 @@ def test_a_budgeted_job_does_not_start_its_collect_stage_early(
     assert early_ncu.enabled()  # early starts are on: only the budget stops this one
     request = sweep_request(sections=["SpeedOfLight"], budget_s=5.0)
     assert early_ncu.start(request, tmp_path, "run", lambda: None, None) is None
+
+
+@pytest.mark.anyio
+async def test_a_tool_with_nothing_to_leave_out_refuses_a_budget_and_keeps_serving() -> None:
+    """compare_variants (time only) and roofline_metrics (a fixed set) would ignore budget_s:
+    each says so, before any work, and the server answers the next call."""
+    from mcp import Client
+
+    from nsight_agent.server.app import build_server
+
+    source = "def run(n):\n    return n\n"
+    async with Client(build_server()) as client:
+        compare = await client.call_tool(
+            "compare_variants",
+            {
+                "source": source,
+                "configs": [{"n": 1}],
+                "variants": [{"name": "a"}, {"name": "b"}],
+                "options": {"budget_s": 5},
+            },
+        )
+        roof = await client.call_tool(
+            "roofline_metrics",
+            {"source": source, "configs": [{"n": 1}], "options": {"budget_s": 5}},
+        )
+        listed = await client.call_tool("list_skills", {})
+    for answer, tool in ((compare, "compare_variants"), (roof, "roofline_metrics")):
+        said = " ".join(getattr(c, "text", "") for c in answer.content)
+        assert answer.is_error and f"{tool} collects" in said and "Drop budget_s" in said, said
+    assert not listed.is_error

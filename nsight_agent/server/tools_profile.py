@@ -84,8 +84,17 @@ class Options(BaseModel):
         return {n: getattr(self, n) for n in names}
 
 
-def options_of(raw: dict[str, Any] | None) -> Options:
-    return Options.model_validate(raw or {})
+def options_of(raw: dict[str, Any] | None, tool: str | None = None, what: str = "") -> Options:
+    """The options, checked; ``tool`` and ``what`` (what it collects): a tool with no optional
+    sections refuses ``budget_s`` rather than ignore it."""
+    o = Options.model_validate(raw or {})
+    if tool is not None and o.budget_s is not None:
+        raise InvalidRequestError(
+            f"options.budget_s chooses which optional sections to collect; {tool} collects "
+            f"{what}, so there is nothing to leave out.",
+            "Drop budget_s here; profile_kernel (with sections) and diagnose_kernel take it.",
+        )
+    return o
 
 
 class VariantInput(BaseModel):
@@ -165,7 +174,7 @@ async def compare_variants(
                     '"entry": "run_new"}] with a shared source, and configs; for a KernelBench '
                     'problem: [{"name": "ref"}, {"name": "new", "source": "<ModelNew source>"}].',
                 )
-            o = options_of(options)
+            o = options_of(options, "compare_variants", "each call's time (and the work counters)")
             fields: dict[str, Any] = dict(
                 source=source or "",
                 variants=[v.model_dump(exclude_none=True, exclude_unset=True) for v in variants],
@@ -211,7 +220,7 @@ async def roofline_metrics(
                 raise InvalidRequestError(
                     "roofline_metrics needs source (and configs), a run_id, or a report_path."
                 )
-            o = options_of(options)
+            o = options_of(options, "roofline_metrics", "a fixed set for the roofline")
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
             run, report = await execute(
@@ -262,7 +271,7 @@ async def diagnose_kernel(
                 raise InvalidRequestError(
                     "diagnose_kernel needs source (and configs), a run_id, or a report_path."
                 )
-            o = options_of(options)
+            o = options_of(options, "roofline_metrics", "a fixed set for the roofline")
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
             # A step of several kernels: one call's wall time too, on the timing path, after
