@@ -169,8 +169,8 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def server(name: str, targets: str) -> AsyncIterator[Server]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "NSIGHT_AGENT_TARGETS": targets}
+async def server(name: str, targets: str, **extra_env: str) -> AsyncIterator[Server]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "NSIGHT_AGENT_TARGETS": targets, **extra_env}
     runs = tempfile.mkdtemp(prefix=f"prelaunch-{name}-")
     params = StdioServerParameters(
         command=sys.executable,
@@ -181,15 +181,25 @@ async def server(name: str, targets: str) -> AsyncIterator[Server]:
         yield Server(client, name, Path(runs))
 
 
-async def measure(rounds: int, budget_s: float | None = None) -> dict[str, Any]:
-    sides = ("floor", "cold", "prelaunched", "triton", "diagnose")
+async def measure(
+    rounds: int, budget_s: float | None = None, tables_names: bool = False
+) -> dict[str, Any]:
+    sides: tuple[str, ...] = ("floor", "cold", "prelaunched", "triton", "diagnose")
+    sides += ("diagnose_names",) if tables_names else ()
     times: dict[str, list[float]] = {k: [] for k in sides}
     paths: dict[str, list[str]] = {k: [] for k in (*sides[1:], "burst")}
     out: dict[str, Any] = {"times": times, "paths": paths}
-    async with server("cold", "0") as cold, server("prelaunched", "1") as warm:
-        # Warm both: the worker, the CUDA caches; on the second, the first profile job starts
+    async with contextlib.AsyncExitStack() as stack:
+        cold = await stack.enter_async_context(server("cold", "0"))
+        warm = await stack.enter_async_context(server("prelaunched", "1"))
+        # A third server whose one pass asks for the memory tables' counters by name.
+        names = warm
+        if tables_names:
+            named = server("names", "1", NSIGHT_AGENT_DIAGNOSE_TABLES="names")
+            names = await stack.enter_async_context(named)
+        # Warm them: the worker, the CUDA caches; with targets, the first profile job starts
         # the slot's targets.
-        for s in (cold, warm):
+        for s in dict.fromkeys((cold, warm, names)):
             seconds, answer = await s.call("profile_kernel", PROFILE)
             say(f"{s.name} warm-up call {seconds:.2f} s ({answer.get('collection')})")
         out["first_ready_s"] = await warm.wait_ready()
@@ -199,14 +209,16 @@ async def measure(rounds: int, budget_s: float | None = None) -> dict[str, Any]:
                 if side == "floor":
                     seconds = await anyio.to_thread.run_sync(raw_floor)
                     path = ""
-                elif side == "diagnose":
-                    await warm.wait_ready()
-                    seconds, answer = await warm.call("diagnose_kernel", DIAGNOSE)
-                    _, run = await warm.call("get_run", {"run_id": answer.get("run_id")})
+                elif side.startswith("diagnose"):
+                    s = names if side == "diagnose_names" else warm
+                    await s.wait_ready()
+                    seconds, answer = await s.call("diagnose_kernel", DIAGNOSE)
+                    _, run = await s.call("get_run", {"run_id": answer.get("run_id")})
                     path = str(run.get("collection"))
-                    paths["diagnose"].append(path)
+                    paths[side].append(path)
                     # where a diagnosis's seconds go: its runs' stages (status.json)
-                    out.setdefault("diagnose_stages", []).append(warm.stages(answer))
+                    out.setdefault(f"{side}_stages", []).append(s.stages(answer))
+                    out.setdefault(f"{side}_headlines", []).append(headline(answer))
                 else:
                     s = cold if side == "cold" else warm
                     if side != "cold":
@@ -227,9 +239,7 @@ async def measure(rounds: int, budget_s: float | None = None) -> dict[str, Any]:
                 "seconds": round(seconds, 3),
                 "said": answer.get("budget"),
             }
-            out["budget"]["headline"] = (
-                (answer.get("kernels") or [{}])[0].get("diagnosis") or {}
-            ).get("headline")
+            out["budget"]["headline"] = headline(answer)
             say(f"diagnose within {budget_s} s: {seconds:.3f} s; {answer.get('budget')}")
         await warm.wait_ready()
         burst_start = time.monotonic()
@@ -245,6 +255,12 @@ async def measure(rounds: int, budget_s: float | None = None) -> dict[str, Any]:
 
 
 DRAM = [TIME_METRIC, *cm.DRAM_RW]
+
+
+def headline(answer: dict[str, Any]) -> str | None:
+    """The first diagnosed kernel's headline (does another collection read the same?)."""
+    first = (answer.get("kernels") or [{}])[0]
+    return (first.get("diagnosis") or {}).get("headline")
 
 
 def section_sets() -> list[tuple[str, list[str], list[str]]]:
@@ -323,6 +339,9 @@ def summary(out: dict[str, Any]) -> dict[str, Any]:
         "diagnose_over_same_kernel": round(medians["diagnose"] / medians["triton"], 3)
         if medians.get("diagnose") and medians.get("triton")
         else None,
+        "diagnose_names_over_same_kernel": round(medians["diagnose_names"] / medians["triton"], 3)
+        if medians.get("diagnose_names") and medians.get("triton")
+        else None,
     }
 
 
@@ -333,10 +352,22 @@ def main() -> None:
     parser.add_argument("--sections", action="store_true", help="then each section's cost")
     parser.add_argument("--no-leave-one-out", action="store_true", help="with --sections")
     parser.add_argument("--budget-s", type=float, help="then diagnose_kernel within this budget")
+    parser.add_argument(
+        "--tables-names", action="store_true", help="a diagnose side with the tables by name"
+    )
+    parser.add_argument(
+        "--peer-examples", type=Path, help="then nsight-python 0.9.6's examples (bench.fast_loop)"
+    )
     args = parser.parse_args()
     start = time.monotonic()
-    out = anyio.run(measure, args.rounds, args.budget_s) if args.rounds else {}
+    out = anyio.run(measure, args.rounds, args.budget_s, args.tables_names) if args.rounds else {}
     report = {**(summary(out) if out else {}), **out}
+    if args.peer_examples:  # the same run: nsight-python's examples against ours
+        from bench import fast_loop
+
+        fast_loop.peer_phase(args.peer_examples, max(args.rounds, 1), time.monotonic() + 400)
+        report["peer"] = fast_loop.RESULTS.get("peer")
+        report["peer_ours_stages"] = fast_loop.RESULTS.get("peer_ours_stages")
     if args.sections:
         report["section_costs"] = anyio.run(section_costs, not args.no_leave_one_out)
     report["wall_s"] = round(time.monotonic() - start, 1)

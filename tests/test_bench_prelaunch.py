@@ -20,3 +20,20 @@ def test_each_pass_of_an_answer_is_read_with_its_runs_stage_seconds(tmp_path: Pa
         "timing": None,  # a run the bench cannot read (not in this runs folder)
     }
     assert Server(None, "warm").stages(answer) == {}  # type: ignore[arg-type]
+
+
+def test_the_tables_by_name_side_is_compared_with_the_same_kernels_profile() -> None:
+    from bench.prelaunch import headline, summary
+
+    times = {"floor": [6.0], "prelaunched": [3.0], "triton": [3.0], "diagnose": [9.0]}
+    out = {"times": {**times, "diagnose_names": [6.6]}, "paths": {"burst": []}}
+    said = summary(out)
+    assert said["diagnose_over_same_kernel"] == 3.0
+    assert said["diagnose_names_over_same_kernel"] == 2.2
+    assert (
+        summary({"times": times, "paths": {"burst": []}})["diagnose_names_over_same_kernel"] is None
+    )
+    assert (
+        headline({"kernels": [{"diagnosis": {"headline": "memory-bound: x"}}]}) == "memory-bound: x"
+    )
+    assert headline({}) is None
