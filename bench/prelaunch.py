@@ -16,6 +16,11 @@ Per round, in alternating order:
 Then once: a burst of 10 profile_kernel calls from one client to the second server, back to
 back, the pool replenishing between them (median; how many went pre-launched).
 
+``--tables-names``: a diagnose side on a third server whose one pass asks for the memory
+tables' counters by name (``NSIGHT_AGENT_DIAGNOSE_TABLES=names``), its headline beside the
+default's. ``--budget-s S``: then a diagnosis within S seconds. ``--peer-examples DIR``: then,
+in the same run, nsight-python 0.9.6's examples against ours (``bench.fast_loop``).
+
 ``--sections``: then, on the pre-launched server, what each section a diagnosis reads costs
 on a target (issue 37, part 3): the Triton kernel profiled as ``diagnose_kernel`` collects it
 (one warm-up, one run, its metrics) with no section, the first pass's four, all ten, all ten
