@@ -153,8 +153,15 @@ async def test_a_tool_with_nothing_to_leave_out_refuses_a_budget_and_keeps_servi
             "roofline_metrics",
             {"source": source, "configs": [{"n": 1}], "options": {"budget_s": 5}},
         )
+        diagnosed = await client.call_tool(
+            "diagnose_kernel",
+            {"source": source, "configs": [{"n": 1}], "options": {"budget_s": 5}},
+        )
         listed = await client.call_tool("list_skills", {})
     for answer, tool in ((compare, "compare_variants"), (roof, "roofline_metrics")):
         said = " ".join(getattr(c, "text", "") for c in answer.content)
         assert answer.is_error and f"{tool} collects" in said and "Drop budget_s" in said, said
+    # diagnose_kernel takes a budget: here it stops only for want of ncu, not at the option
+    said = " ".join(getattr(c, "text", "") for c in diagnosed.content)
+    assert "budget_s" not in said and "ncu" in said.lower(), said
     assert not listed.is_error

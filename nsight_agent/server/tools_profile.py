@@ -271,7 +271,7 @@ async def diagnose_kernel(
                 raise InvalidRequestError(
                     "diagnose_kernel needs source (and configs), a run_id, or a report_path."
                 )
-            o = options_of(options, "roofline_metrics", "a fixed set for the roofline")
+            o = options_of(options)
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
             # A step of several kernels: one call's wall time too, on the timing path, after
