@@ -16,15 +16,17 @@ Per round, in alternating order:
 Then once: a burst of 10 profile_kernel calls from one client to the second server, back to
 back, the pool replenishing between them (median; how many went pre-launched).
 
-``--tables-names``: a diagnose side on a third server whose one pass asks for the memory
-tables' counters by name (``NSIGHT_AGENT_DIAGNOSE_TABLES=names``), its headline beside the
+``--by-name tables counters``: a diagnose side per choice, each on its own server, whose
+one pass asks for those sections' counters by name (``NSIGHT_AGENT_DIAGNOSE_PASS``: the
+memory tables, or every section the checks read only counters of), its headline beside the
 default's. ``--budget-s S``: then a diagnosis within S seconds. ``--peer-examples DIR``: then,
 in the same run, nsight-python 0.9.6's examples against ours (``bench.fast_loop``).
 
 ``--sections``: then, on the pre-launched server, what each section a diagnosis reads costs
 on a target (issue 37, part 3): the Triton kernel profiled as ``diagnose_kernel`` collects it
 (one warm-up, one run, its metrics) with no section, the first pass's four, all ten, all ten
-but one (each in turn), each ncu stage's seconds from the run's status record.
+but one (each in turn), then the one pass with the tables or every counter section by name,
+each ncu stage's seconds from the run's status record.
 
 Prints one line per measurement and, at the end, a JSON with every time, the medians, the
 ratios to the floor and the collection path of each call; ``--out DIR`` also writes it to
@@ -58,7 +60,14 @@ from mcp.types import CallToolResult, TextContent
 
 from nsight_agent.diagnose import checks_memory as cm
 from nsight_agent.request import TIME_METRIC
-from nsight_agent.service.diagnose import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, ONE_PASS_SECTIONS
+from nsight_agent.service.diagnose import (
+    FIRST_PASS_METRICS,
+    FIRST_PASS_SECTIONS,
+    ONE_PASS_CHOICES,
+    ONE_PASS_SECTIONS,
+    PASS_ENV,
+    one_pass,
+)
 from nsight_agent.views.builds import stage_seconds_of
 
 # The raw floor's kernel (x * 2.0 on 2^24 floats) as a profile_kernel source.
@@ -187,24 +196,24 @@ async def server(name: str, targets: str, **extra_env: str) -> AsyncIterator[Ser
 
 
 async def measure(
-    rounds: int, budget_s: float | None = None, tables_names: bool = False
+    rounds: int, budget_s: float | None = None, by_name: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     sides: tuple[str, ...] = ("floor", "cold", "prelaunched", "triton", "diagnose")
-    sides += ("diagnose_names",) if tables_names else ()
+    sides += tuple(f"diagnose_{choice}" for choice in by_name)
     times: dict[str, list[float]] = {k: [] for k in sides}
     paths: dict[str, list[str]] = {k: [] for k in (*sides[1:], "burst")}
     out: dict[str, Any] = {"times": times, "paths": paths}
     async with contextlib.AsyncExitStack() as stack:
         cold = await stack.enter_async_context(server("cold", "0"))
         warm = await stack.enter_async_context(server("prelaunched", "1"))
-        # A third server whose one pass asks for the memory tables' counters by name.
-        names = warm
-        if tables_names:
-            named = server("names", "1", NSIGHT_AGENT_DIAGNOSE_TABLES="names")
-            names = await stack.enter_async_context(named)
+        # A server per by-name choice: its one pass asks for those sections' counters by name.
+        diagnosing = {"diagnose": warm}
+        for choice in by_name:
+            named = server(choice, "1", **{PASS_ENV: choice})
+            diagnosing[f"diagnose_{choice}"] = await stack.enter_async_context(named)
         # Warm them: the worker, the CUDA caches; with targets, the first profile job starts
         # the slot's targets.
-        for s in dict.fromkeys((cold, warm, names)):
+        for s in dict.fromkeys((cold, warm, *diagnosing.values())):
             seconds, answer = await s.call("profile_kernel", PROFILE)
             say(f"{s.name} warm-up call {seconds:.2f} s ({answer.get('collection')})")
         out["first_ready_s"] = await warm.wait_ready()
@@ -215,7 +224,7 @@ async def measure(
                     seconds = await anyio.to_thread.run_sync(raw_floor)
                     path = ""
                 elif side.startswith("diagnose"):
-                    s = names if side == "diagnose_names" else warm
+                    s = diagnosing[side]
                     await s.wait_ready()
                     seconds, answer = await s.call("diagnose_kernel", DIAGNOSE)
                     _, run = await s.call("get_run", {"run_id": answer.get("run_id")})
@@ -272,25 +281,18 @@ def section_sets() -> list[tuple[str, list[str], list[str]]]:
     """(label, metrics, sections): none, the first pass, all, all without each one; then
     what the counters cost: the time alone, with DRAM bytes, and all but the memory tables
     with the tables' metrics by name in their place."""
-    m, tables = FIRST_PASS_METRICS, "MemoryWorkloadAnalysis_Tables"
-    every = [*ONE_PASS_SECTIONS, tables]  # every section a diagnosis reads
+    m, every = FIRST_PASS_METRICS, list(ONE_PASS_SECTIONS)  # every section a diagnosis reads
     sets = [("none", m, []), ("first pass", m, FIRST_PASS_SECTIONS), ("all", m, every)]
     sets += [(f"without {s}", m, [x for x in every if x != s]) for s in every]
-    no_tables = list(ONE_PASS_SECTIONS)
+    no_tables, tables = one_pass("tables")
+    kept, counters = one_pass("counters")
     sets += [
         ("time alone", [TIME_METRIC], []),
         ("time and DRAM bytes", DRAM, []),
         ("all but the tables, time and DRAM", DRAM, no_tables),
-        (
-            "all but the tables, their metrics, time and DRAM",
-            DRAM + list(cm.TABLE_METRICS),
-            no_tables,
-        ),
-        (
-            "all but the tables, their metrics, first-pass metrics",
-            m + list(cm.TABLE_METRICS),
-            no_tables,
-        ),
+        ("the one pass, the tables by name", m + tables, no_tables),
+        ("the sections kept when the counters go by name", m, kept),
+        ("the one pass, every counter section by name", m + counters, kept),
     ]
     return sets
 
@@ -344,9 +346,12 @@ def summary(out: dict[str, Any]) -> dict[str, Any]:
         "diagnose_over_same_kernel": round(medians["diagnose"] / medians["triton"], 3)
         if medians.get("diagnose") and medians.get("triton")
         else None,
-        "diagnose_names_over_same_kernel": round(medians["diagnose_names"] / medians["triton"], 3)
-        if medians.get("diagnose_names") and medians.get("triton")
-        else None,
+        **{
+            f"{side}_over_same_kernel": round(medians[side] / medians["triton"], 3)
+            if medians.get(side) and medians.get("triton")
+            else None
+            for side in (f"diagnose_{c}" for c in ONE_PASS_CHOICES if c != "sections")
+        },
     }
 
 
@@ -358,14 +363,19 @@ def main() -> None:
     parser.add_argument("--no-leave-one-out", action="store_true", help="with --sections")
     parser.add_argument("--budget-s", type=float, help="then diagnose_kernel within this budget")
     parser.add_argument(
-        "--tables-names", action="store_true", help="a diagnose side with the tables by name"
+        "--by-name",
+        nargs="+",
+        default=[],
+        choices=[c for c in ONE_PASS_CHOICES if c != "sections"],
+        help="a diagnose side per choice, its one pass asking for those sections by name",
     )
     parser.add_argument(
         "--peer-examples", type=Path, help="then nsight-python 0.9.6's examples (bench.fast_loop)"
     )
     args = parser.parse_args()
     start = time.monotonic()
-    out = anyio.run(measure, args.rounds, args.budget_s, args.tables_names) if args.rounds else {}
+    by_name = tuple(args.by_name)
+    out = anyio.run(measure, args.rounds, args.budget_s, by_name) if args.rounds else {}
     report = {**(summary(out) if out else {}), **out}
     if args.peer_examples:  # the same run: nsight-python's examples against ours
         from bench import fast_loop

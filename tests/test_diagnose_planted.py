@@ -137,31 +137,3 @@ def test_the_diagnosis_points_at_the_planted_line(kernel_id: str, basis: str, ne
     assert top.text is not None and needle in top.text and top.share_pct > 90
     assert "SourceCounters" in d.collected and "SourceCounters" not in (d.deeper or {})
     assert len(d.model_dump_json(exclude_none=True)) <= 2048
-
-
-@pytest.mark.skipif(not ENTRIES, reason="planted fixtures not recorded yet")
-def test_without_the_memory_tables_rules_every_planted_kernel_reads_the_same(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """diagnose_kernel's one pass asks for the memory tables' counters by name instead of the
-    section (service/diagnose.py), so ncu runs none of that section's rules. On every planted
-    kernel (12 of them carry such a rule result) the answer without them has the same top
-    cause and headline, and still counts the section's evidence as collected."""
-    from nsight_agent.diagnose import kernel
-    from nsight_agent.service.diagnose import TABLES
-
-    whole = {e["id"]: diagnose(e) for e in ENTRIES if recorded(e)}
-    with_rules = [
-        k for k in whole if any(f.section == TABLES for f in kernel.findings(_loaded(k)[1]))
-    ]
-    all_findings = kernel.findings
-    monkeypatch.setattr(
-        kernel, "findings", lambda a: [f for f in all_findings(a) if f.section != TABLES]
-    )
-    for kernel_id, d in whole.items():
-        entry = next(e for e in ENTRIES if e["id"] == kernel_id)
-        without = diagnose(entry)
-        assert [c.id for c in without.causes[:1]] == [c.id for c in d.causes[:1]], kernel_id
-        assert without.headline == d.headline, kernel_id
-        assert TABLES in without.collected and TABLES not in (without.deeper or {}), kernel_id
-    assert len(with_rules) >= 10, with_rules  # the rules were there to lose

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from nsight_agent.diagnose import checks_memory, kernel
+from nsight_agent.diagnose import by_name, checks_memory, kernel
 from nsight_agent.engine.executors.base import Executor, JobHandle
 from nsight_agent.engine.pipeline import Job, Progress
 from nsight_agent.engine.store.runs import RunResult
@@ -26,6 +26,7 @@ from nsight_agent.service import diagnose
 from nsight_agent.service.measure import Measuring
 
 PLANTED = Path(__file__).parent / "fixtures" / "planted" / "tiny_launch_triton.ncu-rep"
+CHEAP_SECTIONS = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
 SOURCE = "def setup(n, device):\n    return ()\n\ndef run():\n    return None\n"
 FIELDS: dict[str, Any] = {"source": SOURCE, "configs": [{"n": 1}], "language": "torch"}
 
@@ -38,8 +39,15 @@ class StandInExecutor(Executor):
     checks_ncu_here = False
     runs_timing = True
 
-    def __init__(self, tmp: Path, fail_timing: Exception | None = None, kernels: int = 2) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        fail_timing: Exception | None = None,
+        kernels: int = 2,
+        first_report: Path = PLANTED,
+    ) -> None:
         self.tmp = tmp
+        self.first_report = first_report
         self.jobs: list[Job] = []
         self.fail_timing = fail_timing
         self.kernels = {"run": [f"kernel_{i}" for i in range(kernels)]}  # a profile run's
@@ -62,7 +70,8 @@ class StandInExecutor(Executor):
         run_dir = self.tmp / f"run-{len(self.jobs)}"
         run_dir.mkdir()
         if job.mode != "timing":
-            (run_dir / "report.ncu-rep").symlink_to(PLANTED)
+            report = self.first_report if len(self.jobs) == 1 else PLANTED
+            (run_dir / "report.ncu-rep").symlink_to(report)
         frame = pd.DataFrame({"AvgValue": [1234.0]}) if job.mode == "timing" else pd.DataFrame()
         handle.future.set_result(
             RunResult(
@@ -107,13 +116,14 @@ def test_a_call_of_one_kernel_is_not_timed(tmp_path: Path) -> None:
 
 
 def test_staged_both_passes_go_through_the_executor(tmp_path: Path) -> None:
-    executor = StandInExecutor(tmp_path)
+    """The first pass answered by a report of the cheap sections alone (no instruction mix)."""
+    executor = StandInExecutor(tmp_path, first_report=CHEAP_SECTIONS)
     where = Measuring(runs_root=tmp_path, executor=executor)
     d = diagnose.diagnose_source(FIELDS, where, staged=True)
     assert [job.mode for job in executor.jobs] == ["profile", "profile"]
     first, second = (job.request.sections for job in executor.jobs)
     assert first == diagnose.FIRST_PASS_SECTIONS
-    assert second[: len(first)] == first and "InstructionStats" in second[len(first) :]
+    assert second[: len(first)] == first and "SourceCounters" in second[len(first) :]
     assert d.run_id == "run-2" and d.passes is not None and len(d.passes) == 2, d.passes
     assert d.passes[0].startswith("pass 1 (run run-1)") and "pass 2 (run run-2)" in d.passes[1]
 
@@ -147,31 +157,63 @@ def test_without_time_step_only_the_ncu_passes_run(tmp_path: Path) -> None:
     assert executor.jobs[0].request.sections == diagnose.FIRST_PASS_SECTIONS
 
 
-@pytest.mark.parametrize("how", ["env", "argument"])
-def test_the_memory_tables_by_name_when_chosen(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+@pytest.mark.parametrize(
+    ("choice", "how", "out"),
+    [
+        ("tables", "env", {diagnose.TABLES}),
+        ("tables", "argument", {diagnose.TABLES}),
+        ("counters", "env", set(by_name.BY_NAME_SECTIONS)),
+        ("counters", "argument", set(by_name.BY_NAME_SECTIONS)),
+    ],
+)
+def test_sections_go_by_their_counters_when_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, choice: str, how: str, out: set[str]
 ) -> None:
-    """NSIGHT_AGENT_DIAGNOSE_TABLES=names (or tables_named=True): the one pass leaves the
-    memory tables' section out and asks ncu for the counters its checks read, into the report
-    only; the diagnosis still counts that evidence as collected."""
+    """NSIGHT_AGENT_DIAGNOSE_PASS (or by_name): the one pass leaves those sections out and asks
+    ncu for the counters the checks read of them, into the report only; the answer says so."""
     executor = StandInExecutor(tmp_path, kernels=1)
     where = Measuring(runs_root=tmp_path, executor=executor)
     if how == "env":
-        monkeypatch.setenv(diagnose.TABLES_ENV, "names")
-    d = diagnose.diagnose_source(FIELDS, where, tables_named=True if how == "argument" else None)
+        monkeypatch.setenv(diagnose.PASS_ENV, choice)
+    d = diagnose.diagnose_source(FIELDS, where, by_name=choice if how == "argument" else None)
     request = executor.jobs[0].request
-    assert request.sections == diagnose.LEAN_PASS_SECTIONS
-    assert set(kernel.DEEPER) - set(request.sections) == {diagnose.TABLES}
-    assert request.report_counters == list(checks_memory.TABLE_METRICS)
+    assert set(kernel.DEEPER) - set(request.sections) == out
+    assert request.sections == [s for s in diagnose.ONE_PASS_SECTIONS if s not in out]
+    named = checks_memory.TABLE_METRICS if choice == "tables" else by_name.COUNTERS
+    expected = [m for m in named if m not in diagnose.FIRST_PASS_METRICS]
+    assert request.report_counters == expected and len(expected) >= 10
     assert not set(request.report_counters) & set(request.metrics)  # not read into rows
-    assert d.kernels and diagnose.TABLES in d.kernels[0].diagnosis.collected
+    assert d.passes and f"by name: {len(expected)} counters the checks read of " in d.passes[0]
+    assert all(s in d.passes[0].split("by name:")[1] for s in out)
 
 
-def test_a_wrong_tables_choice_is_a_clear_error(
+def test_the_default_one_pass_asks_for_sections_alone(tmp_path: Path) -> None:
+    executor = StandInExecutor(tmp_path, kernels=1)
+    d = diagnose.diagnose_source(FIELDS, Measuring(runs_root=tmp_path, executor=executor))
+    request = executor.jobs[0].request
+    assert request.sections == diagnose.ONE_PASS_SECTIONS and request.report_counters == []
+    assert d.passes and "by name" not in d.passes[0]
+
+
+def test_counters_this_gpus_ncu_lacks_are_not_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU whose ncu lacks a counter (another architecture), it is left out, not sent to
+    ncu to fail the run; the checks fall back as on a report without it."""
+    lacking = {by_name.COUNTERS[0], checks_memory.TABLE_METRICS[-1]}
+    real = diagnose.catalog.is_valid_metric
+    monkeypatch.setattr(
+        diagnose.catalog, "is_valid_metric", lambda m, c=None: m not in lacking and real(m, c)
+    )
+    _, counters = diagnose.one_pass("counters")
+    asked = set(diagnose.FIRST_PASS_METRICS)
+    assert counters == [m for m in by_name.COUNTERS if m not in lacking and m not in asked]
+    assert diagnose.one_pass("tables")[1] == list(checks_memory.TABLE_METRICS[:-1])
+
+
+def test_a_wrong_one_pass_choice_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(diagnose.TABLES_ENV, "some")
-    with pytest.raises(InvalidRequestError, match="neither 'section' nor 'names'"):
+    monkeypatch.setenv(diagnose.PASS_ENV, "names")
+    with pytest.raises(InvalidRequestError, match="not one of sections, tables, counters"):
         diagnose.diagnose_source(FIELDS, Measuring(executor=StandInExecutor(tmp_path)))
 
 

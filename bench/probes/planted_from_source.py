@@ -3,9 +3,10 @@ part 2: is the one pass's first cause still the planted one?). On a GPU with ncu
 
 Each catalog entry of language triton (bench/planted/catalog.json) becomes a source whose
 ``run`` is ``run_kernel.py``'s launcher for it (three launches a call); ``diagnose_source``
-profiles it once per mode (``section``: the default one pass with the memory tables' section;
-``names``: their counters by name, ``NSIGHT_AGENT_DIAGNOSE_TABLES=names``) and the kernel matching the entry's
-``kernel_regex`` is read: its top cause against the planted one (a control: a roof and no
+profiles it once per mode (``NSIGHT_AGENT_DIAGNOSE_PASS``'s choices: ``sections``, the default
+one pass; ``tables``, the memory tables' counters by name; ``counters``, every section the
+checks read only counters of, by name) and the kernel matching the entry's ``kernel_regex``
+is read: its top cause against the planted one (a control: a roof and no
 defect cause), and the call's wall seconds. Prints a line per kernel and a JSON summary;
 ``--out DIR`` writes DIR/planted_from_source.json.
 
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.service.diagnose import diagnose_source
+from nsight_agent.service.diagnose import ONE_PASS_CHOICES, OnePass, diagnose_source
 from nsight_agent.service.measure import Measuring
 
 PLANTED = Path(__file__).resolve().parents[1] / "planted"
@@ -41,14 +42,13 @@ def run():
 """
 
 
-def one(entry: dict[str, Any], runs: Path, mode: str) -> dict[str, Any]:
+def one(entry: dict[str, Any], runs: Path, mode: OnePass) -> dict[str, Any]:
     source = SOURCE.format(folder=str(PLANTED), kid=entry["id"])
     fields = {"source": source, "language": "triton", "configs": [{}]}
     start = time.monotonic()
     row: dict[str, Any] = {"id": entry["id"], "mode": mode, "planted": entry["planted"]}
     try:
-        named = mode == "names"
-        d = diagnose_source(fields, Measuring(runs_root=runs), limit=8, tables_named=named)
+        d = diagnose_source(fields, Measuring(runs_root=runs), limit=8, by_name=mode)
     except Exception as err:  # one kernel failing must not lose the others' rows
         return {**row, "error": f"{type(err).__name__}: {err}"[:400]}
     row["seconds"] = round(time.monotonic() - start, 2)
@@ -69,8 +69,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--ids", help="comma-separated catalog ids (default: every Triton one)")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--modes", default="section,names", help="comma-separated")
+    parser.add_argument("--modes", default="sections,counters", help="comma-separated")
     args = parser.parse_args()
+    modes = [m for c in args.modes.split(",") for m in ONE_PASS_CHOICES if m == c]
+    if len(modes) != len(args.modes.split(",")):
+        parser.error(f"--modes: each one of {', '.join(ONE_PASS_CHOICES)}")
     catalog = json.loads((PLANTED / "catalog.json").read_text())
     wanted = set(args.ids.split(",")) if args.ids else None
     entries = [
@@ -82,14 +85,14 @@ def main() -> None:
     ]
     runs = Path(tempfile.mkdtemp(prefix="planted-src-"))
     rows = []
-    for entry, mode in ((e, m) for e in entries for m in args.modes.split(",")):
+    for entry, mode in ((e, m) for e in entries for m in modes):
         row = one(entry, runs, mode)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "planted_from_source.json").write_text(json.dumps(rows, indent=1))
-    for mode in args.modes.split(","):
+    for mode in modes:
         mine = [r for r in rows if r["mode"] == mode]
         right = sum(bool(r.get("right")) for r in mine)
         seconds = [r["seconds"] for r in mine if "seconds" in r]

@@ -61,9 +61,11 @@ WARPS_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
 # What these checks read that ncu's MemoryWorkloadAnalysis_Tables section holds, by name: the
 # section's 30 replay passes cost 2.5 s of a 9 s diagnosis on the H200, and its one rule the
 # checks consult (SharedMemoryConflicts) changed no planted kernel's top cause when absent.
+# Not LOCAL_BYTES or GLOBAL_BYTES: the section never held them, and present they would move
+# the spill check off the instruction counts it was tested on (diagnose/by_name.py).
 TABLE_METRICS = (
     GLD_SECTORS, GST_SECTORS, GLD_REQUESTS, GST_REQUESTS, *SHARED_CONFLICTS, *SHARED_WAVEFRONTS,
-    *LOCAL_BYTES, *GLOBAL_BYTES, L2_ATOMIC.format("avg"), L2_ATOMIC.format("max"),
+    L2_ATOMIC.format("avg"), L2_ATOMIC.format("max"),
 )  # fmt: skip
 UNCOALESCED_RULES = ("UncoalescedGlobalAccess",)
 BANK_RULES = ("SharedMemoryConflicts", "UncoalescedSharedAccess")

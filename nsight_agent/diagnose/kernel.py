@@ -58,7 +58,10 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "sectors per request, bank conflicts",
     ),
     "WarpStateStats": ((cm.STALL_LONG_SB, cc.THREADS_PER_INST), "stall reasons, divergence"),
-    "InstructionStats": ((cm.GLOBAL_INST,), "instruction mix: atomics, local, fp64"),
+    "InstructionStats": (
+        (cm.GLOBAL_INST, cm.GLOBAL_LD_ST[0][0]),
+        "instruction mix: atomics, local, fp64",
+    ),
     "SourceCounters": ((cm.GLD_NEEDED,), "where in the source: hot lines, excess sectors"),
     COMPUTE_SECTION: (
         (cc.PIPE_ISSUE.format("alu"),),
@@ -90,7 +93,9 @@ class KernelDiagnosis(BaseModel):
     bound: BoundResult = Field(description="The bound and the numbers that decided it")
     headline: str = Field(description="The one line to read first")
     causes: list[Cause] = Field(description="Causes, most gain first; a roof after its relievers")
-    collected: list[str] = Field(description="ncu sections found in the report")
+    collected: list[str] = Field(
+        description="ncu sections found in the report (or the counters the checks read of them)"
+    )
     deeper: dict[str, str] | None = Field(
         default=None, description="Sections a deeper pass would add, with what each would tell"
     )

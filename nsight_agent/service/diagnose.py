@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from nsight_agent.catalog import metrics as catalog
 from nsight_agent.diagnose.bound import TENSOR_MIX
+from nsight_agent.diagnose.by_name import BY_NAME_SECTIONS, COUNTERS
 from nsight_agent.diagnose.checks_memory import TABLE_METRICS
 from nsight_agent.diagnose.kernel import DEEPER, DEEPER_ORDER
 from nsight_agent.engine.collection import plain_collect
@@ -35,25 +37,45 @@ from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
 # One run: the cheap sections and every one a diagnosis may ask a deeper pass for.
 ONE_PASS_SECTIONS = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS)]
-# The same without the memory tables, whose 30 replay passes (2.5 s of a 9 s diagnosis on a
-# target, H200) buy the few counters the checks read: those go to ncu by name, as report
-# counters (TABLE_METRICS). Chosen by NSIGHT_AGENT_DIAGNOSE_TABLES=names; not the default until
-# it has run on a GPU (docs/DIAGNOSIS.md).
+# What goes to ncu by name instead of as sections (diagnose/by_name.py), chosen by
+# NSIGHT_AGENT_DIAGNOSE_PASS: "sections" (the default) asks for every section; "tables" leaves
+# out the memory tables, whose 30 replay passes were 2.5 s of a 9 s diagnosis on a target
+# (H200), and asks for the counters its checks read; "counters" does the same for every
+# section the checks read only counters of. The counters go into the report only (a kernel
+# without one is no error). Neither is the default until it has run on a GPU (docs/DIAGNOSIS.md).
 TABLES = "MemoryWorkloadAnalysis_Tables"
-LEAN_PASS_SECTIONS = [s for s in ONE_PASS_SECTIONS if s != TABLES]
-TABLES_ENV = "NSIGHT_AGENT_DIAGNOSE_TABLES"
+PASS_ENV = "NSIGHT_AGENT_DIAGNOSE_PASS"
+OnePass = Literal["sections", "tables", "counters"]
+ONE_PASS_CHOICES: tuple[OnePass, ...] = ("sections", "tables", "counters")
+BY_NAME: dict[OnePass, tuple[tuple[str, ...], tuple[str, ...]]] = {  # -> (sections out, counters)
+    "sections": ((), ()),
+    "tables": ((TABLES,), TABLE_METRICS),
+    "counters": (BY_NAME_SECTIONS, COUNTERS),
+}
 
 
-def tables_by_name() -> bool:
-    """Whether the one pass asks for the memory tables' counters by name (``TABLES_ENV``)."""
-    chosen = os.environ.get(TABLES_ENV, "section")
-    if chosen not in ("section", "names"):
-        raise InvalidRequestError(
-            f"{TABLES_ENV}={chosen!r} is neither 'section' nor 'names'",
-            f"Set {TABLES_ENV}=names (the memory tables' counters by name) or section (the "
-            "whole section, the default), or unset it.",
-        )
-    return chosen == "names"
+def one_pass_choice() -> OnePass:
+    """What the one pass asks for by name (``PASS_ENV``)."""
+    chosen = os.environ.get(PASS_ENV, "sections")
+    for choice in ONE_PASS_CHOICES:
+        if chosen == choice:
+            return choice
+    raise InvalidRequestError(
+        f"{PASS_ENV}={chosen!r} is not one of {', '.join(ONE_PASS_CHOICES)}",
+        f"Set {PASS_ENV}=sections (every section, the default), tables (the memory tables' "
+        "counters by name) or counters (every section the checks read only counters of, by "
+        "name), or unset it.",
+    )
+
+
+def one_pass(choice: OnePass) -> tuple[list[str], list[str]]:
+    """(sections, report counters) of the one pass: the counters not already asked for as
+    metrics that this GPU's ncu knows (the checks fall back where one is missing, as on a
+    report without it)."""
+    out, counters = BY_NAME[choice]
+    sections = [s for s in ONE_PASS_SECTIONS if s not in out]
+    asked = set(FIRST_PASS_METRICS)
+    return sections, [m for m in counters if m not in asked and catalog.is_valid_metric(m)]
 
 
 # Cheap counters beside the first pass: DRAM bytes (the fusion finding) and the tensor op
@@ -131,7 +153,7 @@ def diagnose_source(
     time_step: bool = False,
     sample_launches: bool | None = None,
     budget_s: float | None = None,
-    tables_named: bool | None = None,
+    by_name: OnePass | None = None,
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
     diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
@@ -141,13 +163,10 @@ def diagnose_source(
     ``budget_s``: after the pre-flight counts the kernels, the sections (most needed first,
     the cheap four always) whose estimated cost fits (engine/collection/budget.py); the answer
     says what was left out, and each kernel's ``deeper`` what they would add.
-    ``tables_named`` (None: ``TABLES_ENV``): the memory tables' counters by name."""
+    ``by_name`` (None: ``PASS_ENV``): which sections the one pass asks for by their counters."""
     one = deep and not staged
-    by_name = one and (tables_by_name() if tables_named is None else tables_named)
-    sections = (
-        (LEAN_PASS_SECTIONS if by_name else ONE_PASS_SECTIONS) if one else FIRST_PASS_SECTIONS
-    )
-    counters = list(TABLE_METRICS) if by_name else []  # into the report only: may be missing
+    choice = (one_pass_choice() if by_name is None else by_name) if one else "sections"
+    sections, counters = one_pass(choice) if one else (FIRST_PASS_SECTIONS, [])
     if budget_s is not None:
         sections = budget_order(sections)
     first = build_request(
@@ -183,7 +202,9 @@ def diagnose_source(
         hints["wall_ns"], timed = _time_one_call(first, where)
     d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
     label = "one pass" if one else "pass 1"
-    passes = [f"{label} (run {run.run_id}): {', '.join(sections)}"]
+    named = f"; by name: {len(counters)} counters the checks read of " if counters else ""
+    named += ", ".join(s for s in BY_NAME[choice][0] if s not in sections) if counters else ""
+    passes = [f"{label} (run {run.run_id}): {', '.join(sections)}{named}"]
     extra = deeper_sections(d) if deep and staged else []
     if extra:
         second = first.model_copy(update={"sections": [*sections, *extra]})

@@ -39,7 +39,7 @@ SECTION_PASSES = {
 }
 UNLISTED_PASSES = 10
 # A few named counters beside the sections: one pass per this many (the memory tables'
-# sixteen counters are not one pass, nor thirty).
+# ten counters are not one pass, nor thirty).
 METRICS_PER_PASS = 4
 
 # Recorded on the H200 (docs/BENCHMARKS.md, issue 37): a cold ncu run of a small torch job
