@@ -89,6 +89,21 @@ def test_a_diagnosis_asks_for_its_sections_most_needed_first_and_the_cheap_four_
     assert executor.jobs[1].request.budget_s is None
 
 
+@pytest.mark.parametrize("left_out", [["WarpStateStats"], []], ids=["some", "none"])
+def test_a_diagnosis_says_what_its_budget_left_out_would_add_only_when_it_left_some(
+    tmp_path: Path, left_out: list[str]
+) -> None:
+    line = "budget 8 s: est. 7.1 s" + (
+        " ; left out WarpStateStats (est. +0.7 s)" if left_out else ""
+    )
+    extra = {"budget": line, "budget_left_out": left_out, "ncu_s": 6.5}
+    executor = StandInExecutor(tmp_path, kernels=1, extra=extra)
+    where = Measuring(runs_root=tmp_path / "runs", executor=executor)
+    d = diagnose.diagnose_source(FIELDS, where, budget_s=8.0)
+    assert d.budget is not None and d.budget.startswith(line + "; ncu took 6.5 s")
+    assert d.budget.endswith("what they would add: each kernel's deeper") == bool(left_out)
+
+
 def test_the_pipeline_fits_the_sections_after_the_preflight_and_says_what_it_left_out(
     stand_in: Path,  # noqa: F811
     tmp_path: Path,
@@ -106,6 +121,7 @@ def test_the_pipeline_fits_the_sections_after_the_preflight_and_says_what_it_lef
     said = run.extra["budget"]
     assert said.startswith("budget 12 s: est. ") and "recorded on an H200" in said
     assert "left out MemoryWorkloadAnalysis_Tables (est. +" in said
+    assert run.extra["budget_left_out"] == ["MemoryWorkloadAnalysis_Tables"]
     assert run.kernels == KERNELS  # the rows as without a budget
     whole = pipeline.profile(sweep_request(sections=sections), runs_root=tmp_path / "runs")
     assert "budget" not in whole.extra
@@ -165,3 +181,29 @@ async def test_a_tool_with_nothing_to_leave_out_refuses_a_budget_and_keeps_servi
     said = " ".join(getattr(c, "text", "") for c in diagnosed.content)
     assert "budget_s" not in said and "ncu" in said.lower(), said
     assert not listed.is_error
+
+
+def test_a_budget_on_the_timing_path_is_refused(tmp_path: Path) -> None:
+    from nsight_agent.errors import InvalidRequestError
+    from nsight_agent.service import profile
+
+    executor = StandInExecutor(tmp_path)
+    with pytest.raises(InvalidRequestError, match="method='timing' collects none"):
+        profile.profile(Measuring(executor=executor), "timing", 5.0, **FIELDS)
+    assert executor.jobs == []  # refused before any work
+
+
+def test_a_budget_with_no_sections_to_weigh_is_said_not_ignored(
+    stand_in: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Through the real pipeline and the stand-in ncu: the metrics alone are collected and the
+    answer says the budget had nothing to leave out."""
+    from nsight_agent.service import profile
+
+    fields = sweep_request().model_dump(
+        include={"source", "language", "configs", "variants", "runs", "timeout_s"}
+    )
+    run = profile.profile(Measuring(runs_root=tmp_path / "runs"), "ncu", 5.0, **fields)
+    assert run.kernels == KERNELS
+    assert "budget_s 5 s: no sections asked for, nothing to leave out" in run.warnings

@@ -45,8 +45,10 @@ class StandInExecutor(Executor):
         fail_timing: Exception | None = None,
         kernels: int = 2,
         first_report: Path = PLANTED,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self.tmp = tmp
+        self.extra = extra or {}  # what each profile run's result carries (a budget's plan)
         self.first_report = first_report
         self.jobs: list[Job] = []
         self.fail_timing = fail_timing
@@ -85,6 +87,7 @@ class StandInExecutor(Executor):
                 warnings=[],
                 artifacts={},
                 seconds=0.0,
+                extra=dict(self.extra) if job.mode != "timing" else {},
             )
         )
         return handle

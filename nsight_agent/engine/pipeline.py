@@ -235,7 +235,8 @@ def profile(
         result = _measured_run(request, run_dir, run_id, pre, collected.seconds)
         result.extra["collection"] = collected.path
         result.extra.update({"collected_plain": collected.plain} if collected.plain else {})
-        result.extra.update({"budget": plan.line()} if plan else {})
+        if plan:
+            result.extra.update({"budget": plan.line(), "budget_left_out": plan.left_out})
         result.seconds = time.monotonic() - start
 
         record.stage("save")

@@ -215,7 +215,7 @@ def diagnose_source(
     said = budget_note(run)
     d.budget = (
         f"{said}; what they would add: each kernel's deeper"
-        if said and "left out" in said
+        if said and run.extra.get("budget_left_out")
         else said
     )
     return d

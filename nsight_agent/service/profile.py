@@ -45,10 +45,19 @@ def profile(
     kernels (engine/collection/budget.py); the run's warnings say what was left out."""
     if method == "timing":
         refuse_counters(fields)
-    if budget_s is None or method != "ncu":
+        if budget_s is not None:
+            raise InvalidRequestError(
+                "options.budget_s chooses which ncu sections to collect; method='timing' "
+                "collects none (it times the call), so there is nothing to leave out.",
+                "Drop budget_s, or use method='ncu' with sections to collect within it.",
+            )
+    if budget_s is None:
         return measure(build_request(**fields), method, where)
-    run = measure(build_request(**fields, budget_s=budget_s), method, where)
+    request = build_request(**fields, budget_s=budget_s)
+    run = measure(request, method, where)
     said = budget_note(run)
+    if not request.sections:  # said, not ignored: the metrics alone are never left out
+        said = f"budget_s {budget_s:g} s: no sections asked for, nothing to leave out"
     run.warnings += [said] if said else []
     return run
 
