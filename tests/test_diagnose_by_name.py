@@ -27,6 +27,7 @@ from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.checks_memory import TABLE_METRICS
 from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
 from nsight_agent.service.diagnose import FIRST_PASS_METRICS, TABLES
+from tests.test_engine_targets import stand_in  # noqa: F401 - a fixture
 
 PLANTED = Path(__file__).parent / "fixtures" / "planted"
 # Per-launch attributes that LaunchStats and Occupancy (kept as sections) always carry.
@@ -148,3 +149,25 @@ def test_a_report_of_the_counters_reads_as_the_sections_report(dropped: tuple[st
         with_rules += len(lean.rule_results_as_dicts()) < len(action.rule_results_as_dicts())
         _same(_diagnose(entry, action), _diagnose(entry, lean), kernel_id)
     assert with_rules >= 10  # rules were there to lose
+
+
+def test_the_ncu_command_carries_the_counters_and_not_the_sections_they_replace(
+    stand_in: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Through the real pipeline and the stand-in ncu (the harness on the CPU): the one pass
+    of ``counters`` reaches ncu as the kept sections and one --metrics list holding every
+    counter; the rows are read as without them."""
+    from nsight_agent.engine import pipeline
+    from nsight_agent.service.diagnose import one_pass
+    from tests.test_engine_targets import KERNELS, calls, sweep_request
+
+    sections, counters = one_pass("counters")
+    request = sweep_request(sections=sections, report_counters=counters)
+    run = pipeline.profile(request, runs_root=tmp_path / "runs")
+    (argv,) = [a for a in calls(stand_in, "cold") if "--version" not in a]
+    asked = [argv[i + 1] for i, a in enumerate(argv) if a == "--section"]
+    assert asked == sections and not set(asked) & set(by_name.BY_NAME_SECTIONS)
+    (metrics,) = [argv[i + 1].split(",") for i, a in enumerate(argv) if a == "--metrics"]
+    assert set(counters) <= set(metrics) and len(counters) > 60
+    assert run.kernels == KERNELS
