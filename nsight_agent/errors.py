@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class NsightAgentError(Exception):
     """Base of every error nsight-agent raises on purpose.
@@ -13,11 +15,25 @@ class NsightAgentError(Exception):
         super().__init__()
         self.reword(message, hint)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt without __init__, whose signature varies by class (UnknownMetricError takes
+        # the metric): pickle would call it with the one message argument and fail.
+        return (_rebuilt, (type(self), self.args, dict(vars(self))))
+
     def reword(self, message: str, hint: str = "") -> None:
         """Set the message and the hint, and ``str(err)`` from them (a caller adding what it
         knows: the run's id, an estimate)."""
         self.message, self.hint = message, hint
         self.args = (f"{message}\nHint: {hint}" if hint else message,)
+
+
+def _rebuilt(
+    cls: type[NsightAgentError], args: tuple[Any, ...], state: dict[str, Any]
+) -> NsightAgentError:
+    err = cls.__new__(cls)
+    err.args = args
+    vars(err).update(state)
+    return err
 
 
 class InvalidRequestError(NsightAgentError, ValueError):

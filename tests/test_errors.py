@@ -37,3 +37,28 @@ def test_unknown_metrics_always_come_with_close_matches() -> None:
     plain = UnknownMetricError("x", ["y"])
     assert str(plain).startswith("Unknown metric 'x'. Close matches: y.")
     assert "Close matches" not in str(UnknownMetricError("x", [], "Unknown metric."))
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls, *(s for sub in cls.__subclasses__() for s in _subclasses(sub))]
+
+
+def test_every_error_survives_a_pickle_with_its_class_text_and_fields() -> None:
+    """An error crossing a process (a pool, an executor) keeps its class and what it carries,
+    whatever its __init__ takes: UnknownMetricError's metric is what diagnose_kernel reads to
+    fall back from a counter ncu refused."""
+    import pickle
+
+    import nsight_agent.engine.executors.ray.cluster  # noqa: F401 - its errors too
+    from nsight_agent.errors import NsightAgentError
+
+    err = UnknownMetricError("a__b.sum", ["a__b.max"])
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is UnknownMetricError and str(back) == str(err)
+    assert (back.metric, back.suggestions, back.hint) == ("a__b.sum", ["a__b.max"], err.hint)
+    for cls in _subclasses(NsightAgentError):
+        plain = cls.__new__(cls)
+        NsightAgentError.__init__(plain, f"{cls.__name__} failed", "do this")
+        again = pickle.loads(pickle.dumps(plain))
+        assert type(again) is cls and str(again) == str(plain), cls
+        assert again.message == plain.message and again.hint == "do this", cls

@@ -21,7 +21,12 @@ from nsight_agent.diagnose import by_name, checks_memory, kernel
 from nsight_agent.engine.executors.base import Executor, JobHandle
 from nsight_agent.engine.pipeline import Job, Progress
 from nsight_agent.engine.store.runs import RunResult
-from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
+from nsight_agent.errors import (
+    InvalidRequestError,
+    NsightAgentError,
+    RunCancelledError,
+    UnknownMetricError,
+)
 from nsight_agent.service import diagnose
 from nsight_agent.service.measure import Measuring
 
@@ -46,8 +51,10 @@ class StandInExecutor(Executor):
         kernels: int = 2,
         first_report: Path = PLANTED,
         extra: dict[str, Any] | None = None,
+        fail_first: Exception | None = None,
     ) -> None:
         self.tmp = tmp
+        self.fail_first = fail_first  # what the first profile job raises (ncu refusing it)
         self.extra = extra or {}  # what each profile run's result carries (a budget's plan)
         self.first_report = first_report
         self.jobs: list[Job] = []
@@ -68,6 +75,10 @@ class StandInExecutor(Executor):
         handle = JobHandle(job, cancel)
         if job.mode == "timing" and self.fail_timing is not None:
             handle.future.set_exception(self.fail_timing)
+            return handle
+        if job.mode != "timing" and self.fail_first is not None:
+            handle.future.set_exception(self.fail_first)
+            self.fail_first = None
             return handle
         run_dir = self.tmp / f"run-{len(self.jobs)}"
         run_dir.mkdir()
@@ -188,6 +199,30 @@ def test_sections_go_by_their_counters_when_chosen(
     assert not set(request.report_counters) & set(request.metrics)  # not read into rows
     assert d.passes and f"by name: {len(expected)} counters the checks read of " in d.passes[0]
     assert all(s in d.passes[0].split("by name:")[1] for s in out)
+
+
+def test_a_counter_ncu_refuses_falls_back_to_the_sections_and_says_so(tmp_path: Path) -> None:
+    """A GPU whose ncu lacks a counter the catalog read allowed (another architecture): the
+    one pass runs again with the sections, which every ncu has, and the answer says why."""
+    refused = diagnose.one_pass("counters")[1][-1]
+    executor = StandInExecutor(tmp_path, kernels=1, fail_first=UnknownMetricError(refused, []))
+    where = Measuring(runs_root=tmp_path, executor=executor)
+    d = diagnose.diagnose_source(FIELDS, where, by_name="counters")
+    first, second = (job.request for job in executor.jobs)
+    assert first.report_counters and refused in first.report_counters
+    assert second.sections == diagnose.ONE_PASS_SECTIONS and second.report_counters == []
+    assert d.passes and d.passes[0].startswith("one pass (run run-2)")
+    assert f"ncu refused the counter {refused}, so the sections were collected" in d.passes[0]
+    assert "by name" not in d.passes[0]
+
+
+def test_an_unknown_metric_that_is_not_a_counter_is_the_callers_error(tmp_path: Path) -> None:
+    error = UnknownMetricError("not__a_metric.sum", [])
+    executor = StandInExecutor(tmp_path, kernels=1, fail_first=error)
+    where = Measuring(runs_root=tmp_path, executor=executor)
+    with pytest.raises(UnknownMetricError, match="not__a_metric"):
+        diagnose.diagnose_source(FIELDS, where, by_name="counters")
+    assert len(executor.jobs) == 1  # no second run
 
 
 def test_the_default_one_pass_asks_for_sections_alone(tmp_path: Path) -> None:

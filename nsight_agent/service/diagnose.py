@@ -26,7 +26,12 @@ from nsight_agent.diagnose.kernel import DEEPER, DEEPER_ORDER
 from nsight_agent.engine.collection import plain_collect
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
 from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
-from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
+from nsight_agent.errors import (
+    InvalidRequestError,
+    NsightAgentError,
+    RunCancelledError,
+    UnknownMetricError,
+)
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
 from nsight_agent.service.profile import budget_note, build_request
@@ -190,11 +195,24 @@ def diagnose_source(
         )
     first = first.model_copy(update={"sample_launches": sample}) if sample else first
     require_ncu(where)
+    refused = None
     hints: dict[str, Any] = {
         "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,
         "user_kernels": plain_collect.source_kernels(first), "wall_ns": None,
     }  # fmt: skip
-    run = measure(first, "ncu", where)
+    try:
+        run = measure(first, "ncu", where)
+    except UnknownMetricError as err:
+        if err.metric not in counters:
+            raise
+        # A counter this GPU's ncu refuses (the catalog read was not this ncu's): the sections,
+        # which every ncu has, and the answer says so.
+        logging.getLogger("nsight_agent").warning("ncu refused the counter %s", err.metric)
+        sections, counters, choice = ONE_PASS_SECTIONS, [], "sections"
+        kept = budget_order(sections) if budget_s is not None else sections
+        first = first.model_copy(update={"sections": kept, "report_counters": []})
+        run = measure(first, "ncu", where)
+        refused = f"ncu refused the counter {err.metric}, so the sections were collected instead"
     # The step's wall time feeds the host-gap finding of a step of several kernels; a call of
     # one kernel has no step view, so it is not timed (a timing job cost ~3 s on the H200).
     timed = None
@@ -204,6 +222,7 @@ def diagnose_source(
     label = "one pass" if one else "pass 1"
     named = f"; by name: {len(counters)} counters the checks read of " if counters else ""
     named += ", ".join(s for s in BY_NAME[choice][0] if s not in sections) if counters else ""
+    named += f"; {refused}" if refused else ""
     passes = [f"{label} (run {run.run_id}): {', '.join(sections)}{named}"]
     extra = deeper_sections(d) if deep and staged else []
     if extra:
