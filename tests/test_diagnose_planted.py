@@ -137,3 +137,17 @@ def test_the_diagnosis_points_at_the_planted_line(kernel_id: str, basis: str, ne
     assert top.text is not None and needle in top.text and top.share_pct > 90
     assert "SourceCounters" in d.collected and "SourceCounters" not in (d.deeper or {})
     assert len(d.model_dump_json(exclude_none=True)) <= 2048
+
+
+@pytest.mark.skipif(not ENTRIES, reason="planted fixtures not recorded yet")
+def test_a_section_the_report_lists_is_collected_and_never_asked_for_again() -> None:
+    """Whether a section ran is read from the report's own list, not only from a counter or a
+    rule of it: InstructionStats, of which the checks read no counter, was asked for in
+    ``deeper`` by every report where none of its rules fired."""
+    for entry in (e for e in ENTRIES if recorded(e)):
+        d = diagnose(entry)
+        listed = {str(s.identifier()) for s in _loaded(str(entry["id"]))[1].sections()}
+        known = listed & {*d.collected, *(d.deeper or {})}
+        assert known <= set(d.collected), entry["id"]
+        assert not known & set(d.deeper or {}), entry["id"]
+    assert "InstructionStats" in listed  # the reports list it

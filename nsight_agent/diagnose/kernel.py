@@ -18,6 +18,8 @@ The answer for one kernel stays under 2 KB of JSON (``model_dump_json(exclude_no
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field, PrivateAttr
 
 from nsight_agent.diagnose import checks as ck
@@ -58,10 +60,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "sectors per request, bank conflicts",
     ),
     "WarpStateStats": ((cm.STALL_LONG_SB, cc.THREADS_PER_INST), "stall reasons, divergence"),
-    "InstructionStats": (
-        (cm.GLOBAL_INST, cm.GLOBAL_LD_ST[0][0]),
-        "instruction mix: atomics, local, fp64",
-    ),
+    "InstructionStats": ((cm.GLOBAL_INST,), "instruction mix: atomics, local, fp64"),
     "SourceCounters": ((cm.GLD_NEEDED,), "where in the source: hot lines, excess sectors"),
     COMPUTE_SECTION: (
         (cc.PIPE_ISSUE.format("alu"),),
@@ -94,7 +93,7 @@ class KernelDiagnosis(BaseModel):
     headline: str = Field(description="The one line to read first")
     causes: list[Cause] = Field(description="Causes, most gain first; a roof after its relievers")
     collected: list[str] = Field(
-        description="ncu sections found in the report (or the counters the checks read of them)"
+        description="ncu sections in the report, or whose counters the checks read are there"
     )
     deeper: dict[str, str] | None = Field(
         default=None, description="Sections a deeper pass would add, with what each would tell"
@@ -236,12 +235,22 @@ def _absorb(causes: list[Cause], found: list[Finding]) -> list[str]:
     return list(dict.fromkeys(unmapped))[:3]
 
 
+def listed_sections(action: Any) -> set[str]:
+    """The sections a report lists for this kernel (none for a stand-in without the list)."""
+    try:
+        return {str(s.identifier()) for s in action.sections()}
+    except Exception:  # no list (a stand-in action), or a reader that cannot give it
+        return set()
+
+
 def _sections(
     r: dm.Reader, found: list[Finding], tensor_busy: bool, compute_bound: bool
 ) -> tuple[list[str], dict[str, str]]:
-    from_rules = {f.section for f in found}
+    # What the report says it holds, what ran rules, and what left the counters the checks
+    # read (a report asked for them by name holds no section).
+    held = {f.section for f in found} | listed_sections(r.action)
     collected = [
-        s for s, (probes, _) in SECTIONS.items() if s in from_rules or any(r.has(p) for p in probes)
+        s for s, (probes, _) in SECTIONS.items() if s in held or any(r.has(p) for p in probes)
     ]
     deeper: dict[str, str] = {}
     # A compute-bound kernel under no roof yet also needs the pipes: the FLOP counters miss an

@@ -146,6 +146,21 @@ def sampled_launches(run: RunResult) -> list[PreLaunch] | None:
         return None
 
 
+def _one_run(first: ProfileRequest, where: Measuring) -> tuple[RunResult, ProfileRequest, str]:
+    """The first ncu run; when ncu refuses a counter asked for by name (its catalog was read
+    from another ncu), the same run with the sections, which every ncu has, and why."""
+    try:
+        return measure(first, "ncu", where), first, ""
+    except UnknownMetricError as err:
+        if err.metric not in first.report_counters:
+            raise
+        logging.getLogger("nsight_agent").warning("ncu refused the counter %s", err.metric)
+        kept = budget_order(ONE_PASS_SECTIONS) if first.budget_s is not None else ONE_PASS_SECTIONS
+        again = first.model_copy(update={"sections": kept, "report_counters": []})
+        why = f"ncu refused the counter {err.metric}, so the sections were collected instead"
+        return measure(again, "ncu", where), again, why
+
+
 def diagnose_source(
     fields: dict[str, Any],
     where: Measuring,
@@ -195,24 +210,13 @@ def diagnose_source(
         )
     first = first.model_copy(update={"sample_launches": sample}) if sample else first
     require_ncu(where)
-    refused = None
     hints: dict[str, Any] = {
         "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,
         "user_kernels": plain_collect.source_kernels(first), "wall_ns": None,
     }  # fmt: skip
-    try:
-        run = measure(first, "ncu", where)
-    except UnknownMetricError as err:
-        if err.metric not in counters:
-            raise
-        # A counter this GPU's ncu refuses (the catalog read was not this ncu's): the sections,
-        # which every ncu has, and the answer says so.
-        logging.getLogger("nsight_agent").warning("ncu refused the counter %s", err.metric)
-        sections, counters, choice = ONE_PASS_SECTIONS, [], "sections"
-        kept = budget_order(sections) if budget_s is not None else sections
-        first = first.model_copy(update={"sections": kept, "report_counters": []})
-        run = measure(first, "ncu", where)
-        refused = f"ncu refused the counter {err.metric}, so the sections were collected instead"
+    run, first, refused = _one_run(first, where)
+    if refused:
+        sections, counters, choice = first.sections, [], "sections"
     # The step's wall time feeds the host-gap finding of a step of several kernels; a call of
     # one kernel has no step view, so it is not timed (a timing job cost ~3 s on the H200).
     timed = None
