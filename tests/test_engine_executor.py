@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import socket
+import subprocess
 import sys
 import tarfile
 import threading
@@ -365,3 +366,44 @@ def test_a_node_error_is_rebuilt_as_its_class_with_server_paths(tmp_path: Path) 
     assert f"{tmp_path}/run1/harness.py" in str(back)
     foreign = dict(payload, module="os", qualname="PathLike")
     assert ray_node.rebuild_error(foreign, "", tmp_path) is None
+
+
+def test_a_killed_hosts_run_folder_is_salvaged_marked_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the salvage task does on the node once the host is gone: the folder comes back as
+    tar bytes, its unfinished run marked cancelled, and the scratch root is removed."""
+    from nsight_agent.engine.executors.ray import scratch
+    from nsight_agent.engine.store.run_status import read_status, write_status
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(gone.stdout)
+    root = scratch.scratch_base() / f"{pid}-abc"
+    run_dir = root / "20261205-000000-abc"
+    run_dir.mkdir(parents=True)
+    write_status(run_dir, run_dir.name, "running", message="profiling")
+    data = scratch.salvage(str(root), pid)
+    assert not root.exists()
+    assert ray_node.unpack(data, tmp_path / "server") == [run_dir.name]
+    status = read_status(tmp_path / "server" / run_dir.name) or {}
+    assert status["status"] == "cancelled" and "host was killed" in status["message"]
+    # Only a folder under the node's scratch base is read.
+    assert scratch.salvage(str(tmp_path / "server"), pid) == b""
+
+
+def test_the_salvage_task_imports_nothing_heavy() -> None:
+    """It runs in a new Ray worker on a node that may be busy: importing the whole engine
+    (pandas, pydantic, torch) there once took it past the cancel's wait."""
+    code = (
+        "import sys; import nsight_agent.engine.executors.ray.scratch; "
+        "print(sorted(m for m in ('pandas', 'pydantic', 'torch', 'ray', 'ncu_report') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -17,6 +17,7 @@ from typing import Any
 
 from nsight_agent.engine.executors.base import Job, JobResult
 from nsight_agent.engine.executors.ray import node as ray_node
+from nsight_agent.engine.executors.ray import scratch as ray_scratch
 from nsight_agent.engine.executors.ray.cluster import RemoteJobError
 from nsight_agent.engine.store.run_status import tag_run
 from nsight_agent.engine.store.runs import PreflightResult, check_run_id, load_run
@@ -58,7 +59,7 @@ def salvage_run(
 
     try:
         strategy = NodeAffinitySchedulingStrategy(where["node_id"], soft=False)
-        task = ray.remote(ray_node.salvage).options(num_cpus=0, scheduling_strategy=strategy)
+        task = ray.remote(ray_scratch.salvage).options(num_cpus=0, scheduling_strategy=strategy)
         data = ray.get(task.remote(where["scratch"], int(where["pid"])), timeout=SALVAGE_S)
         run_ids = ray_node.unpack(data, root) if data else []
     except Exception as exc:  # the node may be gone too: the cancel itself stands

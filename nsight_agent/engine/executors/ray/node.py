@@ -32,12 +32,11 @@ from typing import Any
 
 from nsight_agent.engine import process
 from nsight_agent.engine.executors.base import JobResult
+from nsight_agent.engine.executors.ray.scratch import pack, scratch_base, sweep_scratch
 from nsight_agent.engine.pipeline import Progress
-from nsight_agent.engine.store.run_status import CANCELLED_BY, FINAL, read_status, write_status
 from nsight_agent.engine.store.runs import PreflightResult, check_run_id
 from nsight_agent.errors import InvalidRequestError, RunIdCollisionError
 
-SCRATCH = "nsight-agent-ray"
 _STANDARD = {"CPU", "GPU", "memory", "object_store_memory"}
 
 
@@ -62,21 +61,6 @@ class Board:
 
     def forget(self, key: str) -> None:
         self.jobs.pop(key, None)
-
-
-def scratch_base() -> Path:
-    return Path(tempfile.gettempdir()) / SCRATCH
-
-
-def sweep_scratch() -> None:
-    """Remove scratch roots whose host is gone (killed, or crashed)."""
-    base = scratch_base()
-    if not base.is_dir():
-        return
-    for d in base.iterdir():
-        pid = d.name.split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(d, ignore_errors=True)
 
 
 def where_here() -> dict[str, Any]:
@@ -123,33 +107,6 @@ def run_in_scratch(key: str, board: Any, runner: Runner) -> dict[str, Any]:
         return out
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def salvage(scratch: str, pid: int) -> bytes:
-    """On the node of a host killed mid-job: once the host ``pid`` is gone, kill what it
-    left (its marked children), mark its run folders cancelled and send them back as tar bytes
-    (then remove the scratch root), so the server's store keeps the cancelled run as a local
-    cancel would. Only a folder under this node's scratch base is read."""
-    folder = Path(scratch).resolve()
-    if folder.parent != scratch_base().resolve() or not folder.is_dir():
-        return b""
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    process.kill_marked(process.owner_prefix(pid))
-    for run_dir in (d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")):
-        status = read_status(run_dir) or {}
-        if status.get("status") not in FINAL:
-            write_status(
-                run_dir,
-                run_dir.name,
-                "cancelled",
-                message="cancelled: its GPU host was killed (it had not stopped the job in time)",
-                ended_by=f"{CANCELLED_BY}; the server killed the GPU host",
-            )
-    data = pack(folder)
-    shutil.rmtree(folder, ignore_errors=True)
-    return data
 
 
 def _node_id() -> str | None:
@@ -227,16 +184,6 @@ def node_info(node: dict[str, Any], resource: str) -> dict[str, Any]:
 
 
 # --- the run folder on the wire ---------------------------------------------------------------
-
-
-def pack(root: Path) -> bytes:
-    """Every run folder under ``root`` (not the CUDA build cache) as an uncompressed tar."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for d in sorted(root.iterdir()):
-            if not d.name.startswith(".") and d.is_dir():
-                tar.add(d, arcname=d.name)
-    return buffer.getvalue()
 
 
 def unpack(data: bytes, root: Path) -> list[str]:
