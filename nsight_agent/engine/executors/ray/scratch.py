@@ -1,6 +1,6 @@
-"""A Ray node's scratch runs roots: where its GPU hosts' jobs write (``$TMPDIR/nsight-agent-ray/
-<host pid>-*``), how a run folder is packed to travel back, and the salvage of a killed host's
-folder.
+"""A Ray node's scratch runs roots: where its GPU hosts' jobs write, how a run folder is packed
+to travel back, and the salvage of a killed host's folder. A host's root is
+``$TMPDIR/nsight-agent-ray/<host pid>-*``.
 
 Kept apart from ``node`` for the salvage: it runs as a Ray task in a new worker process on a
 node whose host did not stop a cancelled job in time (a busy node, often), so it imports
