@@ -165,6 +165,45 @@ def test_every_owner_has_moves_it_can_make() -> None:
     assert owner_actions(Owner(kind="unknown", who="unknown"), "k") is None
 
 
+@pytest.mark.parametrize(
+    ("precision", "says"),
+    [
+        ("tensor_bf16", "it runs tensor_bf16 math already: fp8"),
+        ("half", "it runs half math already: fp8"),
+        ("tensor_tf32", "it runs tensor_tf32 math: use bf16/fp16"),
+        ("fp32", "it runs fp32 math: use bf16/fp16"),
+        ("tensor", "if it runs fp32/tf32 (the report does not say which precision"),
+        (None, "if it runs fp32/tf32 (the report does not say which precision"),
+        ("tensor_fp8", None),
+    ],
+)
+def test_cublas_cheaper_math_is_advised_for_the_precision_the_report_shows(
+    precision: str | None, says: str | None
+) -> None:
+    """ "Use bf16" for a GEMM that runs bf16 said more than the report knew."""
+    acts = owner_actions(Owner(kind="library", who="cuBLAS"), "nvjet_sm90", precision)
+    assert acts is not None and acts[0].startswith("cuBLAS picks this kernel from the shape")
+    moves = [a for a in acts if "fp8" in a]
+    assert moves == ([] if says is None else [next(a for a in acts if a.startswith(says))])
+
+
+def test_a_bf16_gemm_is_not_told_to_use_bf16() -> None:
+    """On real H200 reports: the step's cuBLAS GEMM with its tensor precision counted, and the
+    bundled one without them (the advice then says what it does not know)."""
+    gemm = next(
+        k.diagnosis
+        for k in diagnosed("chain").kernels
+        if k.diagnosis.owner and k.diagnosis.owner.who == "cuBLAS"
+    )
+    assert gemm.bound.precision == "tensor_bf16"
+    acts = " | ".join(gemm.causes[0].actions)
+    assert "already: fp8" in acts and "use bf16" not in acts
+    bundled = ROOT / "nsight_agent" / "data" / "reports" / "h200_bf16_matmul_sections.ncu-rep"
+    unknown = diagnose_report(bundled, limit=1, one_line=0).kernels[0].diagnosis
+    assert unknown.bound.precision == "tensor"
+    assert any(a.startswith("if it runs fp32/tf32") for a in unknown.causes[0].actions)
+
+
 # --- never silent -----------------------------------------------------------------------------
 
 

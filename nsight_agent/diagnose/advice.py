@@ -13,14 +13,38 @@ import re
 from nsight_agent.diagnose.cause import Cause
 from nsight_agent.diagnose.owner import Owner
 
-_CUBLAS = [
+_CUBLAS_SHAPE = (
     "cuBLAS picks this kernel from the shape: make M, N, K multiples of 64 (16 at least) "
-    "and leading dimensions 16-byte aligned",
-    "use bf16/fp16 (fp8 via torch._scaled_mm) rather than fp32/tf32 where accuracy allows",
+    "and leading dimensions 16-byte aligned"
+)
+_CUBLAS_REST = [
     "batch small GEMMs into one (torch.bmm, a larger GEMM) and fuse bias/activation (addmm, "
     "torch.compile)",
     "try cuBLASLt's heuristics (TORCH_BLAS_PREFER_CUBLASLT=1) or the other operand layout",
 ]
+_WIDE = ("fp32", "fp64", "tensor_tf32", "tensor_fp64")
+_NARROW = ("half", "tensor_fp16", "tensor_bf16")
+
+
+def _cublas_dtype_move(precision: str | None) -> str | None:
+    """The cheaper-math move for the precision the report shows the GEMM running: advice to
+    "use bf16" for a kernel that already runs bf16 says more than the report knows."""
+    if precision == "tensor_fp8":
+        return None  # the cheapest math cuBLAS offers already
+    if precision in _NARROW:
+        return (
+            f"it runs {precision} math already: fp8 (torch._scaled_mm) is the cheaper math "
+            "left, where accuracy allows"
+        )
+    if precision in _WIDE:
+        return f"it runs {precision} math: use bf16/fp16 (fp8 via torch._scaled_mm) where accuracy allows"
+    return (
+        "if it runs fp32/tf32 (the report does not say which precision; the "
+        "SpeedOfLight_HierarchicalTensorRooflineChart section would): use bf16/fp16 (fp8 via "
+        "torch._scaled_mm) where accuracy allows"
+    )
+
+
 _CUDNN_ATTENTION = [
     "choose another attention backend: torch.nn.attention.sdpa_kernel(SDPBackend."
     "FLASH_ATTENTION / EFFICIENT_ATTENTION / CUDNN_ATTENTION) and compare",
@@ -69,12 +93,14 @@ _INDUCTOR = [
 ]
 
 
-def owner_actions(owner: Owner, kernel: str) -> list[str] | None:
+def owner_actions(owner: Owner, kernel: str, precision: str | None = None) -> list[str] | None:
     """The actions for a kernel of this owner; None for the user's own kernels (the cause's
-    actions fit) and for kernels of unknown owner."""
+    actions fit) and for kernels of unknown owner. ``precision``: the bound's (the math the
+    report shows the kernel running; None where it does not say)."""
     if owner.kind == "library":
         if owner.who == "cuBLAS":
-            return _CUBLAS
+            move = _cublas_dtype_move(precision)
+            return [_CUBLAS_SHAPE, *([move] if move else []), *_CUBLAS_REST]
         if owner.who == "cuDNN":
             return _CUDNN_ATTENTION if re.search("sdpa|fmha|attention|flash", kernel) else _CUDNN
         if owner.who == "NCCL":
@@ -93,10 +119,10 @@ def owner_actions(owner: Owner, kernel: str) -> list[str] | None:
     return None
 
 
-def advise(causes: list[Cause], owner: Owner, kernel: str) -> None:
+def advise(causes: list[Cause], owner: Owner, kernel: str, precision: str | None = None) -> None:
     """Replace the code-level actions of a kernel the user cannot edit by the owner's moves
     (the top cause gets them all, the others the first), and say why in each note."""
-    actions = owner_actions(owner, kernel)
+    actions = owner_actions(owner, kernel, precision)
     if actions is None:
         return
     for i, c in enumerate(causes):

@@ -344,7 +344,7 @@ def diagnose_action(
     causes = _rank(_fold(checked.fired), t) or _from_ncu(ctx, checked.declined)
     name = dm.kernel_name(action)
     owner = owner_of(name, user_kernels, op)
-    advise(causes, owner, name)
+    advise(causes, owner, name, bound.precision)
     for c in causes[1:]:  # the top cause carries everything; the rest stay short (2 KB)
         c.actions, c.ev = c.actions[:1], c.ev[:2]
     unmapped = _absorb(causes, found)
