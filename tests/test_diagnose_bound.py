@@ -8,7 +8,9 @@ import ncu_report
 import pytest
 
 from nsight_agent.diagnose.bound import classify
+from nsight_agent.diagnose.kernel import diagnose_action
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
+from nsight_agent.views.diagnosis import diagnose_report
 from tests.fakes import FakeAction
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
@@ -111,3 +113,20 @@ def test_recorded_cublas_bf16_gemm_is_compute_bound_near_the_tensor_roof() -> No
     assert b.roof == "compute"
     assert b.tensor_pct is not None and b.tensor_pct > 70.0
     assert b.dram_pct is not None and b.dram_pct < 10.0
+
+
+def test_a_kernel_at_the_tensor_roof_is_not_told_to_use_tensor_cores() -> None:
+    """compute_at_roof's first move follows the precision the report shows: fp8 for a bf16
+    kernel already on the tensor cores, an admitted unknown where the tensor counts are absent
+    (the planted Triton tl.dot control), tensor cores only where the roof is the FMA pipe."""
+    gemm = bf16_gemm(sm=93.6, mem=40.0, pct_of_tensor_peak=93.0, intensity=809.0)
+    mine = diagnose_action(gemm, user_kernels={"kernel"})
+    assert [c.id for c in mine.causes] == ["compute_at_roof"]
+    assert mine.causes[0].actions[0].startswith("It runs tensor_bf16 on the tensor cores already")
+    assert not any("Use a faster precision/unit" in a for a in mine.causes[0].actions)
+    planted = Path(__file__).parent / "fixtures" / "planted"
+    dot = diagnose_report(planted / "control_dot_triton.ncu-rep", limit=1, one_line=0)
+    move = dot.kernels[0].diagnosis.causes[0].actions[0]
+    assert move.startswith("It runs on the tensor cores already; which precision, the report")
+    fma = diagnose_report(planted / "control_fma_cuda.ncu-rep", limit=1, one_line=0)
+    assert fma.kernels[0].diagnosis.causes[0].actions[0].startswith("Use a faster precision/unit")

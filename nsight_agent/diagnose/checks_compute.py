@@ -197,12 +197,43 @@ def compute_at_roof(ctx: Context) -> Cause | None:
         evidence.append(ev(TENSOR_PIPE, b.tensor_pct, "%"))
     if b.intensity is not None and b.ridge is not None:
         evidence.append(ev("FLOP per DRAM byte", b.intensity, "FLOP/B", ">=", b.ridge))
-    return make_cause(
+    cause = make_cause(
         "compute_at_roof",
         evidence,
         own_gain=None,
         own_formula="",
         note=f"at {b.roof_pct:.0f}% of the {what} roof: only less or cheaper math helps",
+    )
+    if what.startswith("tensor"):
+        # "Use tensor cores" to a kernel at the tensor roof says more than the report knows.
+        move = _cheaper_tensor_math(what)
+        cause.actions = [*([move] if move else []), *cause.actions[1:]]
+    return cause
+
+
+def _cheaper_tensor_math(precision: str) -> str | None:
+    """The cheaper math left to a kernel at the tensor roof, by the precision it runs."""
+    if precision == "tensor_fp8":
+        return None  # the cheapest tensor math already: only less arithmetic helps
+    if precision in ("tensor_bf16", "tensor_fp16"):
+        return (
+            f"It runs {precision} on the tensor cores already: fp8 inputs (scaled, fp32 "
+            "accumulation) are the cheaper math left, where accuracy allows"
+        )
+    if precision == "tensor_tf32":
+        return (
+            "It runs tf32 on the tensor cores: bf16/fp16 inputs (fp32 accumulation) double "
+            "the rate, where accuracy allows"
+        )
+    if precision == "tensor_fp64":
+        return (
+            "fp64 on the tensor cores: check fp64 is needed; bf16/fp16/tf32 tensor math is "
+            "many times the rate"
+        )
+    return (
+        "It runs on the tensor cores already; which precision, the report does not say "
+        "(SpeedOfLight_HierarchicalTensorRooflineChart would): a narrower input type (tf32 to "
+        "bf16/fp16, bf16/fp16 to fp8) where accuracy allows"
     )
 
 
