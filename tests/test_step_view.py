@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.advice import owner_actions
 from nsight_agent.diagnose.findings import findings
 from nsight_agent.diagnose.kernel import diagnose_action
@@ -96,6 +97,55 @@ TUNING = [e for e in CATALOG if e["split"] == "tuning"]
 )
 def test_the_owner_comes_from_the_kernel_name(kernel: str, kind: str, who: str) -> None:
     assert owner_of(kernel) == Owner(kind=kind, who=who)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "mangled", "who"),
+    [
+        # A user's Triton or extern "C" kernel whose name looks like ATen's: its linker name
+        # is its plain name, so it is not ATen's (they were, and got ATen's moves).
+        ("softmax_kernel", "softmax_kernel", "yours"),
+        ("control_copy_f4", "control_copy_f4", "yours"),
+        ("my_layer_norm", "_Z13my_layer_normPKfPfi", "yours"),  # a C++ kernel of the user's
+        # ATen's kernel whose bare name matches no ATen pattern: the namespace says it.
+        (
+            "conv_depthwise2d_forward_kernel_generic",
+            "_ZN2at6native51_GLOBAL__N__a30dace1_18_DepthwiseConv2d_cu_dd31f38d33"
+            "conv_depthwise2d_forward_kernel_genericIfEEvN",
+            "ATen",
+        ),
+        (
+            "vectorized_elementwise_kernel",
+            "_ZN2at6native29vectorized_elementwise_kernelILi4E",
+            "ATen",
+        ),
+        ("vectorized_elementwise_kernel", None, "ATen"),  # no linker name: the bare name decides
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "nvjet_sm90_tst_256x128", "cuBLAS"),
+    ],
+)
+def test_the_linker_name_settles_whether_a_kernel_is_atens(
+    kernel: str, mangled: str | None, who: str
+) -> None:
+    assert owner_of(kernel, mangled=mangled).who == who
+
+
+def test_owners_from_the_h200_reports_linker_names() -> None:
+    """Read off real reports: the planted extern "C" and Triton copies are the user's; the
+    step's depthwise convolution (at::native, a bare name no pattern knows) is ATen's."""
+    planted = ROOT / "tests" / "fixtures" / "planted"
+    for name in ("control_copy_cuda", "control_copy_triton"):
+        k = diagnose_report(planted / f"{name}.ncu-rep", limit=1, one_line=0).kernels[0]
+        assert k.diagnosis.owner == Owner(kind="user", who="yours"), name
+        assert not any("ATen" in (c.note or "") for c in k.diagnosis.causes)
+    loaded = extract.load(report("layer_ho"))  # kept: its actions live while it does
+    actions = extract.iter_actions(loaded)
+    depthwise = [a for a in actions if "depthwise" in dm.kernel_name(a)]
+    assert depthwise
+    for a in depthwise:
+        mangled = dm.mangled_name(a)
+        assert mangled is not None and mangled.startswith("_ZN2at6native")
+        assert owner_of(dm.kernel_name(a), mangled=mangled) == Owner(kind="framework", who="ATen")
+        assert owner_of(dm.kernel_name(a)) == Owner(kind="user", who="yours")  # the name alone
 
 
 def test_the_users_own_kernels_come_from_the_source() -> None:

@@ -343,7 +343,7 @@ def diagnose_action(
     checked = ck.run_checks(ctx)
     causes = _rank(_fold(checked.fired), t) or _from_ncu(ctx, checked.declined)
     name = dm.kernel_name(action)
-    owner = owner_of(name, user_kernels, op)
+    owner = owner_of(name, user_kernels, op, dm.mangled_name(action))
     advise(causes, owner, name, bound.precision)
     for c in causes[1:]:  # the top cause carries everything; the rest stay short (2 KB)
         c.actions, c.ev = c.actions[:1], c.ev[:2]

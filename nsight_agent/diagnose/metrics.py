@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from pydantic import BaseModel
 
@@ -250,6 +250,18 @@ def kernel_name(action: ActionLike) -> str:
         return str(action.name())
     except Exception:  # a stand-in action without a name
         return ""
+
+
+def mangled_name(action: ActionLike) -> str | None:
+    """The kernel's linker name (``_ZN2at6native...`` for ATen's C++ templates; a Triton or
+    ``extern "C"`` kernel's is its plain name): the namespace that ``kernel_name``, the bare
+    function name, leaves out. None where the action cannot say (a stand-in)."""
+    try:
+        import ncu_report
+
+        return str(cast(Any, action).name(ncu_report.IAction.NameBase_MANGLED))
+    except Exception:  # no ncu_report, or a stand-in whose name() takes no base
+        return None
 
 
 def pct(part: float | None, whole: float | None) -> float | None:

@@ -41,23 +41,36 @@ _PATTERNS: tuple[tuple[str, OwnerKind, str], ...] = (
     ),
     (r"^cutlass|cutlass::", "library", "CUTLASS"),
     (r"^triton_(poi|red|per|tem|for)_", "compiler", "torch.compile (Inductor)"),
-    (
-        r"at::native|elementwise_kernel|reduce_kernel|layer_norm|softmax|dropout|index_|"
-        r"scatter|gather_kernel|cat_|_copy|fill_kernel|unpack_cudnn|embedding|cross_entropy|"
-        r"nll_loss|topk|sort|multi_tensor_apply|foreach",
-        "framework",
-        "ATen",
-    ),
 )
+# ATen's kernels by their bare names, for when the linker name is not known: loose (a user's
+# ``softmax_kernel`` matches), so a known linker name outside ATen's namespaces overrules it.
+_ATEN_NAMES = (
+    r"at::native|elementwise_kernel|reduce_kernel|layer_norm|softmax|dropout|index_|"
+    r"scatter|gather_kernel|cat_|_copy|fill_kernel|unpack_cudnn|embedding|cross_entropy|"
+    r"nll_loss|topk|sort|multi_tensor_apply|foreach"
+)
+# Every ATen kernel is a C++ function in namespace at (at::native, at::cuda, cub's copy in
+# at_cuda_detail) or c10: its linker name says so, which its bare name does not.
+_ATEN_LINKER = ("_ZN2at", "_ZN3c10", "_ZNK2at", "_ZNK3c10")
 
 
-def owner_of(kernel: str, user_kernels: set[str] | None = None, op: str | None = None) -> Owner:
-    """The owner of one kernel (``op``: the torch operator range it ran in, if recorded)."""
+def owner_of(
+    kernel: str,
+    user_kernels: set[str] | None = None,
+    op: str | None = None,
+    mangled: str | None = None,
+) -> Owner:
+    """The owner of one kernel (``op``: the torch operator range it ran in, if recorded;
+    ``mangled``: its linker name, if known, ``metrics.mangled_name``)."""
     if user_kernels and defined_in(kernel, user_kernels):
         return Owner(kind="user", who="yours")
     for pattern, kind, who in _PATTERNS:
         if re.search(pattern, kernel):
             return Owner(kind=kind, who=who)
+    if mangled is not None and mangled.startswith(_ATEN_LINKER):
+        return Owner(kind="framework", who="ATen")
+    if mangled is None and re.search(_ATEN_NAMES, kernel):
+        return Owner(kind="framework", who="ATen")
     if op and op.startswith(("aten::", "autograd::")):
         return Owner(kind="framework", who="ATen")
     if user_kernels:

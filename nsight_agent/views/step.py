@@ -173,7 +173,7 @@ def launches_of(
         if call is not None:
             calls.add(call)
         b = classify(a)
-        owner = owner_of(name, user_kernels, op)
+        owner = owner_of(name, user_kernels, op, dm.mangled_name(a))
         label = "yours" if owner.kind == "user" else owner.who
         launch = Launch(name, group, owner.kind, ns, _bytes(r, ns), b.bound, b.intensity, label)
         out.append(launch)
