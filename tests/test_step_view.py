@@ -92,6 +92,12 @@ TUNING = [e for e in CATALOG if e["split"] == "tuning"]
         ("void at::native::reduce_kernel<512, 1>(int)", "framework", "ATen"),
         ("vectorized_layer_norm_kernel", "framework", "ATen"),
         ("pytorch_flash::flash_fwd_kernel", "framework", "ATen (flash attention)"),
+        ("gemv2T_kernel_val", "library", "cuBLAS"),
+        ("gemvNSP_kernel", "library", "cuBLAS"),
+        ("gemmk1_kernel", "library", "cuBLAS"),
+        ("splitKreduce_kernel", "library", "cuBLAS"),
+        ("gemv_kernel", "user", "yours"),  # KernelBench's matrix-vector candidates
+        ("my_gemv", "user", "yours"),
         ("triton_poi_fused_add_gelu_0", "compiler", "torch.compile (Inductor)"),
     ],
 )

@@ -35,7 +35,10 @@ _PATTERNS: tuple[tuple[str, OwnerKind, str], ...] = (
     (r"pytorch_flash::|flash_fwd|flash_bwd|fmha_cutlass", "framework", "ATen (flash attention)"),
     (r"cudnn|^fmha_|sdpa_sm\d+|^xmma_|cudnn_generated", "library", "cuDNN"),
     (
-        r"^nvjet|cublas|^sm\d+_xmma_gemm|^ampere_|^volta_|^turing_|gemv|gemmk|splitKreduce",
+        # cuBLAS's own names (gemv2T_kernel_val, gemvNSP_kernel, gemmk1_kernel), not any
+        # name with "gemv" in it: a user's gemv_kernel is the user's.
+        r"^nvjet|cublas|^sm\d+_xmma_gemm|^ampere_|^volta_|^turing_|^gemv(\d|[A-Z])|^gemmk\d|"
+        r"^splitKreduce",
         "library",
         "cuBLAS",
     ),
