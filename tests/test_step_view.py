@@ -127,6 +127,9 @@ def test_the_owner_comes_from_the_kernel_name(kernel: str, kind: str, who: str) 
         ),
         ("vectorized_elementwise_kernel", None, "ATen"),  # no linker name: the bare name decides
         ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "nvjet_sm90_tst_256x128", "cuBLAS"),
+        ("flash_fwd_kernel", "_ZN13pytorch_flash16flash_fwd_kernelI", "ATen (flash attention)"),
+        ("flash_fwd_kernel", "_Z16flash_fwd_kernelPKfS0_S0_Pfiii", "yours"),
+        ("flash_fwd_kernel", None, "ATen (flash attention)"),
     ],
 )
 def test_the_linker_name_settles_whether_a_kernel_is_atens(

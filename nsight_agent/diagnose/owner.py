@@ -32,7 +32,7 @@ class Owner(BaseModel):
 _PATTERNS: tuple[tuple[str, OwnerKind, str], ...] = (
     (r"^nccl|ncclDevKernel|ncclKernel", "library", "NCCL"),
     (r"^unpack_cudnn", "framework", "ATen"),
-    (r"pytorch_flash::|flash_fwd|flash_bwd|fmha_cutlass", "framework", "ATen (flash attention)"),
+    (r"pytorch_flash::|fmha_cutlass", "framework", "ATen (flash attention)"),
     (r"cudnn|^fmha_|sdpa_sm\d+|^xmma_|cudnn_generated", "library", "cuDNN"),
     (
         # cuBLAS's own names (gemv2T_kernel_val, gemvNSP_kernel, gemmk1_kernel), not any
@@ -55,6 +55,9 @@ _ATEN_NAMES = (
 # Every ATen kernel is a C++ function in namespace at (at::native, at::cuda, cub's copy in
 # at_cuda_detail) or c10: its linker name says so, which its bare name does not.
 _ATEN_LINKER = ("_ZN2at", "_ZN3c10", "_ZNK2at", "_ZNK3c10")
+# PyTorch's copy of FlashAttention lives in namespace pytorch_flash; a user's own flash_fwd
+# kernel (KernelBench's attention candidates) does not.
+_FLASH_LINKER = ("_ZN13pytorch_flash",)
 
 
 def owner_of(
@@ -70,6 +73,9 @@ def owner_of(
     for pattern, kind, who in _PATTERNS:
         if re.search(pattern, kernel):
             return Owner(kind=kind, who=who)
+    flash = re.search(r"flash_fwd|flash_bwd", kernel)
+    if flash and (mangled is None or mangled.startswith(_FLASH_LINKER)):
+        return Owner(kind="framework", who="ATen (flash attention)")
     if mangled is not None and mangled.startswith(_ATEN_LINKER):
         return Owner(kind="framework", who="ATen")
     if mangled is None and re.search(_ATEN_NAMES, kernel):
