@@ -83,7 +83,7 @@ def test_a_diagnosis_asks_for_its_sections_most_needed_first_and_the_cheap_four_
     asked = executor.jobs[0].request
     assert asked.budget_s == 8.0 and asked.budget_keep == len(diagnose.FIRST_PASS_SECTIONS)
     assert asked.sections[:4] == diagnose.FIRST_PASS_SECTIONS
-    assert asked.sections == diagnose.budget_order(diagnose.ONE_PASS_SECTIONS)
+    assert asked.sections == diagnose.budget_order(diagnose.ONE_PASS_SECTIONS, 8.0)
     assert sorted(asked.sections) == sorted(diagnose.ONE_PASS_SECTIONS)
     diagnose.diagnose_source(FIELDS, where)
     assert executor.jobs[1].request.budget_s is None

@@ -96,8 +96,11 @@ BUDGET_ORDER = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER_ORDER if s not in FIRS
 BUDGET_ORDER += [s for s in DEEPER if s not in BUDGET_ORDER]
 
 
-def budget_order(sections: list[str]) -> list[str]:
-    """``sections`` most needed first, for a budget (engine/collection/budget.py)."""
+def budget_order(sections: list[str], budget_s: float | None) -> list[str]:
+    """``sections`` most needed first when there is a budget (engine/collection/budget.py
+    keeps them in order while they fit); as they are without one."""
+    if budget_s is None:
+        return sections
     return [s for s in BUDGET_ORDER if s in sections] + [
         s for s in sections if s not in BUDGET_ORDER
     ]
@@ -155,7 +158,7 @@ def _one_run(first: ProfileRequest, where: Measuring) -> tuple[RunResult, Profil
         if err.metric not in first.report_counters:
             raise
         logging.getLogger("nsight_agent").warning("ncu refused the counter %s", err.metric)
-        kept = budget_order(ONE_PASS_SECTIONS) if first.budget_s is not None else ONE_PASS_SECTIONS
+        kept = budget_order(ONE_PASS_SECTIONS, first.budget_s)
         again = first.model_copy(update={"sections": kept, "report_counters": []})
         why = f"ncu refused the counter {err.metric}, so the sections were collected instead"
         return measure(again, "ncu", where), again, why
@@ -187,8 +190,7 @@ def diagnose_source(
     one = deep and not staged
     choice = (one_pass_choice() if by_name is None else by_name) if one else "sections"
     sections, counters = one_pass(choice) if one else (FIRST_PASS_SECTIONS, [])
-    if budget_s is not None:
-        sections = budget_order(sections)
+    sections = budget_order(sections, budget_s)
     first = build_request(
         **fields,
         metrics=FIRST_PASS_METRICS,
@@ -224,8 +226,10 @@ def diagnose_source(
         hints["wall_ns"], timed = _time_one_call(first, where)
     d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
     label = "one pass" if one else "pass 1"
-    named = f"; by name: {len(counters)} counters the checks read of " if counters else ""
-    named += ", ".join(s for s in BY_NAME[choice][0] if s not in sections) if counters else ""
+    named = ""
+    if counters:
+        left = ", ".join(s for s in BY_NAME[choice][0] if s not in sections)
+        named = f"; by name: {len(counters)} counters the checks read of {left}"
     named += f"; {refused}" if refused else ""
     passes = [f"{label} (run {run.run_id}): {', '.join(sections)}{named}"]
     extra = deeper_sections(d) if deep and staged else []
