@@ -8,7 +8,9 @@ one pass; ``tables``, the memory tables' counters by name; ``counters``, every s
 checks read only counters of, by name) and the kernel matching the entry's ``kernel_regex``
 is read: its top cause against the planted one (a control: a roof and no
 defect cause), and the call's wall seconds. Prints a line per kernel and a JSON summary;
-``--out DIR`` writes DIR/planted_from_source.json.
+``--out DIR`` writes DIR/planted_from_source.json (and, with ``--keep-reports``, each report
+to DIR/reports/ID.MODE.ncu-rep). Each call passes the entry's ``ideal_bytes`` where the catalog
+has one, as a user who knows the bytes would.
 
     python3 -m bench.probes.planted_from_source [--ids a,b] [--out DIR]
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -42,16 +45,27 @@ def run():
 """
 
 
-def one(entry: dict[str, Any], runs: Path, mode: OnePass) -> dict[str, Any]:
+def one(entry: dict[str, Any], runs: Path, mode: OnePass, keep: Path | None) -> dict[str, Any]:
     source = SOURCE.format(folder=str(PLANTED), kid=entry["id"])
     fields = {"source": source, "language": "triton", "configs": [{}]}
     start = time.monotonic()
     row: dict[str, Any] = {"id": entry["id"], "mode": mode, "planted": entry["planted"]}
     try:
-        d = diagnose_source(fields, Measuring(runs_root=runs), limit=8, by_name=mode)
+        ideal = entry.get("ideal_bytes")  # what a user who knows the bytes would pass
+        d = diagnose_source(
+            fields,
+            Measuring(runs_root=runs),
+            limit=8,
+            by_name=mode,
+            ideal_bytes=float(ideal) if ideal else None,
+        )
     except Exception as err:  # one kernel failing must not lose the others' rows
         return {**row, "error": f"{type(err).__name__}: {err}"[:400]}
     row["seconds"] = round(time.monotonic() - start, 2)
+    if keep is not None:  # the report, to read the two modes side by side on a CPU
+        for rep in sorted(runs.rglob("*.ncu-rep"), key=lambda f: f.stat().st_mtime)[-1:]:
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(rep, keep / f"{entry['id']}.{mode}.ncu-rep")
     mine = [k for k in d.kernels if re.search(entry["kernel_regex"], k.diagnosis.kernel)]
     if not mine:
         return {**row, "error": f"no kernel matched: {[k.diagnosis.kernel for k in d.kernels]}"}
@@ -69,6 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--ids", help="comma-separated catalog ids (default: every Triton one)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--keep-reports", action="store_true", help="copy each report to --out")
     parser.add_argument("--modes", default="sections,counters", help="comma-separated")
     args = parser.parse_args()
     modes = [m for c in args.modes.split(",") for m in ONE_PASS_CHOICES if m == c]
@@ -86,7 +101,8 @@ def main() -> None:
     runs = Path(tempfile.mkdtemp(prefix="planted-src-"))
     rows = []
     for entry, mode in ((e, m) for e in entries for m in modes):
-        row = one(entry, runs, mode)
+        keep = args.out / "reports" if args.keep_reports and args.out else None
+        row = one(entry, runs, mode, keep)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.out:
