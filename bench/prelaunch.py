@@ -16,10 +16,9 @@ Per round, in alternating order:
 Then once: a burst of 10 profile_kernel calls from one client to the second server, back to
 back, the pool replenishing between them (median; how many went pre-launched).
 
-``--by-name tables counters``: a diagnose side per choice, each on its own server, whose
-one pass asks for those sections' counters by name (``NSIGHT_AGENT_DIAGNOSE_PASS``: the
-memory tables, or every section the checks read only counters of), its headline beside the
-default's. ``--budget-s S``: then a diagnosis within S seconds. ``--peer-examples DIR``: then,
+``--by-name sections tables``: a diagnose side per choice, each on its own server
+(``NSIGHT_AGENT_DIAGNOSE_PASS``: every section, or the memory tables' counters by name), its
+headline beside the default's (every section the checks read only counters of, by name). ``--budget-s S``: then a diagnosis within S seconds. ``--peer-examples DIR``: then,
 in the same run, nsight-python 0.9.6's examples against ours (``bench.fast_loop``).
 
 ``--sections``: then, on the pre-launched server, what each section a diagnosis reads costs
@@ -366,8 +365,8 @@ def main() -> None:
         "--by-name",
         nargs="+",
         default=[],
-        choices=[c for c in ONE_PASS_CHOICES if c != "sections"],
-        help="a diagnose side per choice, its one pass asking for those sections by name",
+        choices=[c for c in ONE_PASS_CHOICES if c != "counters"],  # counters: the default
+        help="a diagnose side per choice, beside the default's (the counters by name)",
     )
     parser.add_argument(
         "--peer-examples", type=Path, help="then nsight-python 0.9.6's examples (bench.fast_loop)"

@@ -111,10 +111,9 @@ def test_the_one_run_and_the_timing_call_go_through_the_executor(tmp_path: Path)
     modes = [job.mode for job in executor.jobs]
     assert modes == ["profile", "timing"], modes
     sections = executor.jobs[0].request.sections
-    assert sections == diagnose.ONE_PASS_SECTIONS
-    # every section a first pass could ask a deeper one for is in the one run
-    assert set(kernel.DEEPER) <= set(sections) and "InstructionStats" in sections
-    assert executor.jobs[0].request.report_counters == []
+    assert (sections, executor.jobs[0].request.report_counters) == diagnose.one_pass("counters")
+    # every section a first pass could ask a deeper one for is in the one run, or its counters
+    assert set(kernel.DEEPER) <= set(sections) | set(by_name.BY_NAME_SECTIONS)
     assert d.run_id == "run-1"
     assert d.passes is not None and len(d.passes) == 2, d.passes
     assert d.passes[0].startswith("one pass (run run-1): SpeedOfLight, ")
@@ -225,10 +224,27 @@ def test_an_unknown_metric_that_is_not_a_counter_is_the_callers_error(tmp_path: 
     assert len(executor.jobs) == 1  # no second run
 
 
-def test_the_default_one_pass_asks_for_sections_alone(tmp_path: Path) -> None:
+def test_the_default_one_pass_asks_for_the_counters_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset, the one pass asks for the counter sections' counters by name; =sections asks for
+    every section, as does a budget (which costs sections, not counters)."""
+    monkeypatch.delenv(diagnose.PASS_ENV, raising=False)
     executor = StandInExecutor(tmp_path, kernels=1)
-    d = diagnose.diagnose_source(FIELDS, Measuring(runs_root=tmp_path, executor=executor))
+    where = Measuring(runs_root=tmp_path, executor=executor)
+    d = diagnose.diagnose_source(FIELDS, where)
     request = executor.jobs[0].request
+    sections, counters = diagnose.one_pass("counters")
+    assert request.sections == sections and request.report_counters == counters
+    assert not set(sections) & set(by_name.BY_NAME_SECTIONS) and len(counters) > 60
+    assert d.passes and "by name" in d.passes[0]
+    diagnose.diagnose_source(FIELDS, where, budget_s=30.0)
+    budgeted = executor.jobs[-1].request
+    assert sorted(budgeted.sections) == sorted(diagnose.ONE_PASS_SECTIONS)
+    assert budgeted.report_counters == []
+    monkeypatch.setenv(diagnose.PASS_ENV, "sections")
+    d = diagnose.diagnose_source(FIELDS, where)
+    request = executor.jobs[-1].request
     assert request.sections == diagnose.ONE_PASS_SECTIONS and request.report_counters == []
     assert d.passes and "by name" not in d.passes[0]
 

@@ -3,9 +3,9 @@ part 2: is the one pass's first cause still the planted one?). On a GPU with ncu
 
 Each catalog entry of language triton (bench/planted/catalog.json) becomes a source whose
 ``run`` is ``run_kernel.py``'s launcher for it (three launches a call); ``diagnose_source``
-profiles it once per mode (``NSIGHT_AGENT_DIAGNOSE_PASS``'s choices: ``sections``, the default
-one pass; ``tables``, the memory tables' counters by name; ``counters``, every section the
-checks read only counters of, by name) and the kernel matching the entry's ``kernel_regex``
+profiles it once per mode (``NSIGHT_AGENT_DIAGNOSE_PASS``'s choices: ``counters``, every section
+the checks read only counters of, by name, the default; ``tables``, the memory tables'
+counters by name; ``sections``, every section) and the kernel matching the entry's ``kernel_regex``
 is read: its top cause against the planted one (a control: a roof and no
 defect cause), and the call's wall seconds. Prints a line per kernel and a JSON summary;
 ``--out DIR`` writes DIR/planted_from_source.json (and, with ``--keep-reports``, each report

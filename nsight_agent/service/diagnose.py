@@ -43,11 +43,12 @@ FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight
 # One run: the cheap sections and every one a diagnosis may ask a deeper pass for.
 ONE_PASS_SECTIONS = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS)]
 # What goes to ncu by name instead of as sections (diagnose/by_name.py), chosen by
-# NSIGHT_AGENT_DIAGNOSE_PASS: "sections" (the default) asks for every section; "tables" leaves
-# out the memory tables, whose 30 replay passes were 2.5 s of a 9 s diagnosis on a target
-# (H200), and asks for the counters its checks read; "counters" does the same for every
-# section the checks read only counters of. The counters go into the report only (a kernel
-# without one is no error). Neither is the default until it has run on a GPU (docs/DIAGNOSIS.md).
+# NSIGHT_AGENT_DIAGNOSE_PASS: "counters" (the default) asks by name for what the checks read of
+# every section they read only counters of; "tables" does so for the memory tables alone, whose
+# 30 replay passes were 2.5 s of a 9 s diagnosis on a target (H200); "sections" asks for every
+# section. The counters go into the report only (a kernel without one is no error). On the
+# H200 the counters' one pass was 1.62x a pre-launched profile against the sections' 2.85x, with
+# the planted kernels' first causes kept (docs/DIAGNOSIS.md, docs/GPU_RUNS.md).
 TABLES = "MemoryWorkloadAnalysis_Tables"
 PASS_ENV = "NSIGHT_AGENT_DIAGNOSE_PASS"
 OnePass = Literal["sections", "tables", "counters"]
@@ -59,17 +60,19 @@ BY_NAME: dict[OnePass, tuple[tuple[str, ...], tuple[str, ...]]] = {  # -> (secti
 }
 
 
-def one_pass_choice() -> OnePass:
-    """What the one pass asks for by name (``PASS_ENV``)."""
-    chosen = os.environ.get(PASS_ENV, "sections")
+def one_pass_choice(budgeted: bool = False) -> OnePass:
+    """What the one pass asks for by name (``PASS_ENV``). Unset: the counters, but the sections
+    under a budget, which leaves sections out by what each was measured to cost
+    (engine/collection/budget.py) and has no cost for a counter asked by name."""
+    chosen = os.environ.get(PASS_ENV) or ("sections" if budgeted else "counters")
     for choice in ONE_PASS_CHOICES:
         if chosen == choice:
             return choice
     raise InvalidRequestError(
         f"{PASS_ENV}={chosen!r} is not one of {', '.join(ONE_PASS_CHOICES)}",
-        f"Set {PASS_ENV}=sections (every section, the default), tables (the memory tables' "
-        "counters by name) or counters (every section the checks read only counters of, by "
-        "name), or unset it.",
+        f"Set {PASS_ENV}=counters (every section the checks read only counters of, by name: "
+        "the default), tables (the memory tables' counters by name) or sections (every "
+        "section), or unset it.",
     )
 
 
@@ -186,9 +189,11 @@ def diagnose_source(
     ``budget_s``: after the pre-flight counts the kernels, the sections (most needed first,
     the cheap four always) whose estimated cost fits (engine/collection/budget.py); the answer
     says what was left out, and each kernel's ``deeper`` what they would add.
-    ``by_name`` (None: ``PASS_ENV``): which sections the one pass asks for by their counters."""
+    ``by_name`` (None: ``PASS_ENV``, else the counters; the sections under a budget): which
+    sections the one pass asks for by their counters."""
     one = deep and not staged
-    choice = (one_pass_choice() if by_name is None else by_name) if one else "sections"
+    budgeted = budget_s is not None
+    choice = (one_pass_choice(budgeted) if by_name is None else by_name) if one else "sections"
     sections, counters = one_pass(choice) if one else (FIRST_PASS_SECTIONS, [])
     sections = budget_order(sections, budget_s)
     first = build_request(
