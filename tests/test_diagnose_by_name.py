@@ -129,9 +129,9 @@ def test_the_counters_are_what_the_checks_read_from_a_sections_report(
 
 
 def test_no_counter_is_of_a_section_the_one_pass_does_not_collect() -> None:
-    """The half-precision roofline is no section of the one pass: its counters by name gave
-    the checks fp16 conversions (HADD2.F32) as half adds, and two planted matmuls lost their
-    first cause on the H200 (gpu-visit 34). The one pass and the sections must read alike."""
+    """The half-precision roofline is no section of the one pass: with its counters by name,
+    two planted matmuls lost their first cause on the H200 (gpu-visit 34). The one pass and
+    the sections must read alike."""
     from nsight_agent.service.diagnose import ONE_PASS_SECTIONS
 
     assert set(by_name.NOT_IN_ONE_PASS).isdisjoint(ONE_PASS_SECTIONS)
@@ -142,7 +142,8 @@ def test_no_counter_is_of_a_section_the_one_pass_does_not_collect() -> None:
 
 def test_fp16_conversions_counted_as_half_adds_would_change_the_first_cause() -> None:
     """Why the half chart stays out: the planted fp16-in matmuls, given half adds as many as
-    their FMAs (what a by-name pass counted on the H200), lose the idle tensor cores."""
+    their FMAs (fp16 operands converted to fp32), lose the idle tensor cores to the very causes
+    the H200's by-name pass named (registers, bank conflicts)."""
     hadd = "smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed"
     ffma = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed"
     assert dm.SECTION_OF[hadd] == dm.HALF_SECTION

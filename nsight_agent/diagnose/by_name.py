@@ -9,7 +9,8 @@ the bound's findings), and so does SourceCounters (per-instruction values, from 
 and warp sampling, which no counter name asks for).
 
 ``COUNTERS`` is every counter the checks read that a report of those sections holds (of the
-sections the one pass collects: not the half-precision roofline), and no other: a counter the sections never held (a fallback's first choice, such as
+sections the one pass collects: not the half-precision roofline), and no other: a counter the
+sections never held (a fallback's first choice, such as
 ``smsp__sass_inst_executed_op_global.sum``) asked for by name would move a check onto a branch
 the planted kernels never tested. tests/test_diagnose_by_name.py holds the list to what the
 diagnosis reads from the planted H200 reports, and the answers without those sections' rules to
@@ -41,9 +42,9 @@ _NOT_HELD = {
     dm.SM_ACTIVE_CYCLES,
 }
 # Sections the one pass never collects: their counters by name would give the checks what the
-# sections never did. The half-precision roofline counts an fp16 operand's conversion to fp32
-# (HADD2.F32) as a half add: asked for by name, it diluted the MAC share of the planted
-# fp16-in, fp32-math matmuls until the idle tensor-core check stood down (H200, gpu-visit 34).
+# sections never did. Asked for by name, the half-precision roofline's counters cost two planted
+# fp16-in, fp32-math matmuls their idle tensor cores (H200, gpu-visit 34): half adds, likely
+# the operands' conversions to fp32, dilute the MAC share under the check's threshold.
 NOT_IN_ONE_PASS = (dm.HALF_SECTION,)
 _PIPES = ("adu", "alu", "cbu", "lsu", "uniform", "xu")
 
