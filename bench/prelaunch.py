@@ -18,8 +18,9 @@ back, the pool replenishing between them (median; how many went pre-launched).
 
 ``--by-name sections tables``: a diagnose side per choice, each on its own server
 (``NSIGHT_AGENT_DIAGNOSE_PASS``: every section, or the memory tables' counters by name), its
-headline beside the default's (every section the checks read only counters of, by name). ``--budget-s S``: then a diagnosis within S seconds. ``--peer-examples DIR``: then,
-in the same run, nsight-python 0.9.6's examples against ours (``bench.fast_loop``).
+headline beside the default's (every section the checks read only counters of, by name).
+``--budget-s S``: then a diagnosis within S seconds. ``--peer-examples DIR``: then, in the
+same run, nsight-python 0.9.6's examples against ours (``bench.fast_loop``).
 
 ``--sections``: then, on the pre-launched server, what each section a diagnosis reads costs
 on a target (issue 37, part 3): the Triton kernel profiled as ``diagnose_kernel`` collects it

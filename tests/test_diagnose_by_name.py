@@ -28,6 +28,7 @@ from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose.checks_memory import TABLE_METRICS
 from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
 from nsight_agent.service.diagnose import FIRST_PASS_METRICS, TABLES
+from tests.fakes import FakeMetric
 from tests.test_engine_targets import stand_in  # noqa: F401 - a fixture
 
 PLANTED = Path(__file__).parent / "fixtures" / "planted"
@@ -156,22 +157,11 @@ def test_fp16_conversions_counted_as_half_adds_would_change_the_first_cause() ->
         assert _diagnose(entry, with_half).causes[0].id != "tensor_cores_idle", kernel_id
 
 
-class _Value:
-    def __init__(self, value: float) -> None:
-        self.number = value
-
-    def value(self) -> float:
-        return self.number
-
-    def as_double(self) -> float:
-        return self.number
-
-
 class WithCounter:
     """``report`` with one more counter, as ncu would have given it by name."""
 
     def __init__(self, report: CountersOnly, name: str, value: float) -> None:
-        self.report, self.name_, self.value = report, name, _Value(value)
+        self.report, self.name_, self.value = report, name, FakeMetric(value)
 
     def metric_names(self) -> list[str]:
         return [*self.report.metric_names(), self.name_]

@@ -3,10 +3,10 @@ part 2: is the one pass's first cause still the planted one?). On a GPU with ncu
 
 Each catalog entry of language triton (bench/planted/catalog.json) becomes a source whose
 ``run`` is ``run_kernel.py``'s launcher for it (three launches a call); ``diagnose_source``
-profiles it once per mode (``NSIGHT_AGENT_DIAGNOSE_PASS``'s choices: ``counters``, every section
-the checks read only counters of, by name, the default; ``tables``, the memory tables'
-counters by name; ``sections``, every section) and the kernel matching the entry's ``kernel_regex``
-is read: its top cause against the planted one (a control: a roof and no
+profiles it once per mode (``NSIGHT_AGENT_DIAGNOSE_PASS``'s choices: ``counters``, every
+section the checks read only counters of, by name, the default; ``tables``, the memory
+tables' counters by name; ``sections``, every section) and the kernel matching the entry's
+``kernel_regex`` is read: its top cause against the planted one (a control: a roof and no
 defect cause), and the call's wall seconds. Prints a line per kernel and a JSON summary;
 ``--out DIR`` writes DIR/planted_from_source.json (and, with ``--keep-reports``, each report
 to DIR/reports/ID.MODE.ncu-rep). Each call passes the entry's ``ideal_bytes`` where the catalog
@@ -28,6 +28,7 @@ from typing import Any
 
 from nsight_agent.service.diagnose import ONE_PASS_CHOICES, OnePass, diagnose_source
 from nsight_agent.service.measure import Measuring
+from nsight_agent.service.runs import load_run, report_of
 
 PLANTED = Path(__file__).resolve().parents[1] / "planted"
 SOURCE = """
@@ -62,10 +63,9 @@ def one(entry: dict[str, Any], runs: Path, mode: OnePass, keep: Path | None) -> 
     except Exception as err:  # one kernel failing must not lose the others' rows
         return {**row, "error": f"{type(err).__name__}: {err}"[:400]}
     row["seconds"] = round(time.monotonic() - start, 2)
-    if keep is not None:  # the report, to read the two modes side by side on a CPU
-        for rep in sorted(runs.rglob("*.ncu-rep"), key=lambda f: f.stat().st_mtime)[-1:]:
-            keep.mkdir(parents=True, exist_ok=True)
-            shutil.copy(rep, keep / f"{entry['id']}.{mode}.ncu-rep")
+    if keep is not None and d.run_id:  # the report, to read the modes side by side on a CPU
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(report_of(load_run(d.run_id, runs)), keep / f"{entry['id']}.{mode}.ncu-rep")
     mine = [k for k in d.kernels if re.search(entry["kernel_regex"], k.diagnosis.kernel)]
     if not mine:
         return {**row, "error": f"no kernel matched: {[k.diagnosis.kernel for k in d.kernels]}"}
@@ -100,8 +100,8 @@ def main() -> None:
     ]
     runs = Path(tempfile.mkdtemp(prefix="planted-src-"))
     rows = []
+    keep = args.out / "reports" if args.keep_reports and args.out else None
     for entry, mode in ((e, m) for e in entries for m in modes):
-        keep = args.out / "reports" if args.keep_reports and args.out else None
         row = one(entry, runs, mode, keep)
         rows.append(row)
         print(json.dumps(row), flush=True)
