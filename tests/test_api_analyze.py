@@ -5,6 +5,8 @@ guard: no GPU needed."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -146,6 +148,33 @@ def test_plot_must_wrap_a_profiled_function() -> None:
     plotted = analyze.plot("x.png")(lambda: 42)
     with pytest.raises(InvalidRequestError, match=r"above @analyze\.kernel"):
         plotted()
+
+
+PREFETCH_PROBE = """
+import sys, time
+from nsight_agent.api import analyze
+assert "nsight_agent.views.plot" not in sys.modules
+
+def profiled():  # stands in for the profile call, which waits on ncu
+    deadline = time.monotonic() + 20
+    while "matplotlib.figure" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return "matplotlib.figure" in sys.modules
+
+try:
+    analyze.plot("x.png")(profiled)()
+except Exception as err:  # not ProfileResults: refused after the call
+    print(type(err).__name__, profiled())
+"""
+
+
+def test_a_plotted_call_imports_matplotlib_while_the_profile_call_waits() -> None:
+    """The plot's imports overlap the profile call (the nsight-python examples' parent)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PREFETCH_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["InvalidRequestError", "True"]
 
 
 class FakeGpu:
