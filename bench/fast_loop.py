@@ -9,8 +9,9 @@
    methods), and variants that game the measurement (memoised by shape, stale) on both paths.
 2. Agreement: the timing path's median against ncu's ``gpu__time_duration.sum`` mean for
    elementwise and matmul kernels from about 5 us to 5 ms (target: within 5 % above 50 us).
-3. nsight-python 0.9.6 on its own examples 00/02/07 against the same files run on our engine
-   through the name-only ``nsight`` alias (bench/nsight_alias.py), alternating who goes first.
+3. nsight-python 0.9.6 on its own examples 00/02/07/10 against the same files run on our
+   engine through the name-only ``nsight`` alias (bench/nsight_alias.py), alternating who goes
+   first; each beside its two-process floor (the script's imports, then the raw ncu floor).
 
 Run on the GPU machine from the repository root (wheels from ``../shared/device/wheels.sh
 "nsight-python==0.9.6" cachebox``; the peer's example files fetched into ``.peer/``)::
