@@ -9,12 +9,9 @@ notebook cells profile like module-level functions, and the user's script is not
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
 import pickle
 import tempfile
-import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +22,7 @@ from typing import Any, overload
 from nsight_agent.api import compat
 from nsight_agent.api import configs as configs_
 from nsight_agent.api.compat import Verbosity, VerbosityLevel
+from nsight_agent.api.plotting import PlottedFunction, plot
 from nsight_agent.api.results import ProfileResults
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import process
@@ -379,79 +377,4 @@ def kernel(
     return lambda func: ProfiledFunction(func, settings)
 
 
-class PlottedFunction:
-    """``analyze.plot`` around a profiled function: plots each result and returns it."""
-
-    _nsight_agent_wrapper = True
-
-    def __init__(self, func: Callable[..., Any], options: dict[str, Any]) -> None:
-        self.func = func
-        self.options = options
-        functools.update_wrapper(self, func, updated=())
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # matplotlib's import (about 0.5 s) overlaps the profile call, which waits on ncu.
-        prefetch = threading.Thread(target=_import_plotting, name="nsight-agent-plot-import")
-        prefetch.start()
-        results = self.func(*args, **kwargs)
-        if not isinstance(results, ProfileResults):
-            raise InvalidRequestError(
-                "@analyze.plot must be placed above @analyze.kernel (it plots ProfileResults)."
-            )
-        from nsight_agent.views.plot import plot_dataframe
-
-        frame = results.to_dataframe()
-        compat.check_plot_metric(
-            list(dict.fromkeys(map(str, frame["Metric"]))), self.options["metric"]
-        )
-        plot_dataframe(frame, results.param_names, **self.options)
-        return results
-
-
-def _import_plotting() -> None:
-    with contextlib.suppress(Exception):  # the plot's own import says what went wrong
-        importlib.import_module("nsight_agent.views.plot")
-
-
-def plot(
-    filename: str = "plot.png",
-    *,
-    metric: str | None = None,
-    title: str = "",
-    ylabel: str | None = None,
-    annotate_points: bool = False,
-    show_aggregate: str | None = None,
-    plot_type: str = "line",
-    plot_width: int = 6,
-    plot_height: int = 4,
-    row_panels: Sequence[str] | None = None,
-    col_panels: Sequence[str] | None = None,
-    x_keys: Sequence[str] | None = None,
-    print_data: bool = False,
-    variant_fields: Sequence[str] | None = None,
-    variant_annotations: Sequence[str] | None = None,
-    plot_callback: Callable[[Any], None] | None = None,
-) -> Callable[[Callable[..., Any]], PlottedFunction]:
-    """Plot the ProfileResults of the ``analyze.kernel`` function below it into ``filename``."""
-    options: dict[str, Any] = {
-        "filename": filename,
-        "metric": metric,
-        "title": title,
-        "ylabel": ylabel,
-        "annotate_points": annotate_points,
-        "show_aggregate": show_aggregate,
-        "plot_type": plot_type,
-        "plot_width": plot_width,
-        "plot_height": plot_height,
-        "row_panels": row_panels,
-        "col_panels": col_panels,
-        "x_keys": x_keys,
-        "print_data": print_data,
-        "variant_fields": variant_fields,
-        "variant_annotations": variant_annotations,
-        "plot_callback": plot_callback,
-    }
-    return lambda func: PlottedFunction(func, options)
-
-
-__all__ = ["ProfiledFunction", "kernel", "plot"]
+__all__ = ["PlottedFunction", "ProfiledFunction", "kernel", "plot"]
