@@ -179,6 +179,49 @@ def test_a_plotted_call_imports_matplotlib_while_the_profile_call_waits() -> Non
     assert done.stdout.split() == ["InvalidRequestError", "True"]
 
 
+READERS_PROBE = """
+import sys, time
+import nsight_agent
+from nsight_agent.engine.collection import ncu
+
+@nsight_agent.analyze.kernel(configs=[(1,)], verbosity="quiet")
+def f(n):
+    pass
+
+# What the profiled child loads too: its script decorates the same function.
+print("probe: decorated", "pandas" in sys.modules, "ncu_report" in sys.modules)
+seen = []
+
+def waits_on_ncu(argv, invocation):  # stands in for ncu's run
+    deadline = time.monotonic() + 20
+    while "ncu_report" not in sys.modules and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen.append("pandas" in sys.modules and "ncu_report" in sys.modules)
+    raise RuntimeError("stop")
+
+ncu.profile_cold = waits_on_ncu
+try:
+    f()
+except RuntimeError:
+    print("probe: during the call", *seen)
+"""
+
+
+def test_the_report_readers_load_during_the_profile_call_not_with_the_decorator(
+    tmp_path: Path,
+) -> None:
+    """pandas and ncu_report (about 0.3 s) stay out of the decorating import, which the
+    profiled child pays under ncu, and load in the caller while ncu runs."""
+    script = tmp_path / "probe.py"
+    script.write_text(READERS_PROBE)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stdout.splitlines() if line.startswith("probe: ")]
+    assert said == ["probe: decorated False False", "probe: during the call True"]
+
+
 class FakeGpu:
     """Headroom that drops while running and recovers while sleeping."""
 

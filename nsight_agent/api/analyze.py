@@ -9,24 +9,25 @@ notebook cells profile like module-level functions, and the user's script is not
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import pickle
 import tempfile
+import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from nsight_agent.api import compat
 from nsight_agent.api import configs as configs_
 from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.plotting import PlottedFunction, plot
-from nsight_agent.api.results import ProfileResults
-from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import derived, measure, ncu
+from nsight_agent.engine.collection import derived, ncu
 from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.engine.thermal import ThermalMode
 from nsight_agent.engine.worker import info, shipping
@@ -34,6 +35,14 @@ from nsight_agent.engine.worker.child import ChildSpec
 from nsight_agent.errors import InvalidRequestError, UnknownMetricError
 from nsight_agent.experimental import info_collectors as collecting
 from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
+
+if TYPE_CHECKING:
+    from nsight_agent.api.results import ProfileResults
+
+# What reading the report needs (pandas, ncu_report: about 0.3 s). Not imported with the
+# decorator, so the profiled child, whose script decorates the function too, never loads them;
+# the caller loads them in a thread while ncu runs (``_load_readers``).
+READERS = ("nsight_agent.engine.collection.measure", "nsight_agent.api.results")
 
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -183,6 +192,8 @@ def profile(
     start = time.monotonic()
     spawned = time.time()
     shown = [0]
+    readers = threading.Thread(target=_load_readers, name="nsight-agent-report-readers")
+    readers.start()
 
     def poll() -> None:
         if say is None or not files.progress.exists():
@@ -191,6 +202,8 @@ def profile(
         if done != shown[0]:
             shown[0] = done
             say(f"  {done}/{total} calls")
+
+    from nsight_agent.catalog import metrics as catalog
 
     try:
         ncu.profile_cold(
@@ -202,6 +215,9 @@ def profile(
         ncu_done = time.time()
         if s.output_csv:
             artifacts |= {"raw_csv": files.raw_csv, "processed_csv": files.processed_csv}
+        readers.join()  # its imports done before this thread imports the same modules
+        from nsight_agent.engine.collection import measure
+
         manifest = measure.read_manifest(files.manifest)
         compat.warn_if_returned(func.__name__, manifest)
         results = results_from_report(artifacts, configs, names, s, manifest, fixed)
@@ -218,6 +234,12 @@ def profile(
         split = ", ".join(f"{k} {v:.1f} s" for k, v in results.stage_seconds.items())
         say(f"done in {results.seconds:.1f} s ({split}); report {files.report}")
     return results
+
+
+def _load_readers() -> None:
+    with contextlib.suppress(Exception):  # the caller's own import says what went wrong
+        for name in READERS:
+            importlib.import_module(name)
 
 
 def stage_split(spawned: float, times: Any, ncu_done: float, read_done: float) -> dict[str, float]:
@@ -253,6 +275,10 @@ def results_from_report(
 ) -> ProfileResults:
     """Report + manifest -> ProfileResults (and the CSV files when their paths are given);
     ``fixed``: the once/config-scope collectors' values, computed in this process."""
+    from nsight_agent.api.results import ProfileResults
+    from nsight_agent.catalog import metrics as catalog
+    from nsight_agent.engine.collection import measure
+
     manifest = manifest if manifest is not None else measure.read_manifest(artifacts["manifest"])
     collected = None
     if s.info_collectors:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nsight_agent.api import compat
-from nsight_agent.api.results import ProfileResults
 from nsight_agent.errors import InvalidRequestError
 
 
@@ -30,6 +29,8 @@ class PlottedFunction:
         prefetch = threading.Thread(target=_import_plotting, name="nsight-agent-plot-import")
         prefetch.start()
         results = self.func(*args, **kwargs)
+        from nsight_agent.api.results import ProfileResults
+
         if not isinstance(results, ProfileResults):
             raise InvalidRequestError(
                 "@analyze.plot must be placed above @analyze.kernel (it plots ProfileResults)."

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas (about 0.2 s) loads with the report's rows, not with `import nsight`
+    import pandas as pd
 
 
 @dataclass

@@ -20,6 +20,7 @@ import pandas as pd
 
 from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
 from nsight_agent.engine.collection.derived import DeriveMetric, derive, number
+from nsight_agent.engine.collection.launch_sampling import GRID as GRID_DIMS
 from nsight_agent.engine.collection.report_file import check_report_file
 from nsight_agent.engine.harness.call_markers import MARKER_KERNEL
 from nsight_agent.errors import (
@@ -59,9 +60,6 @@ class ActionRecord:
     nvtx: dict[str, list[str]] = field(default_factory=dict)
     grid: tuple[int, int, int] | None = None  # read for call markers only (call_markers.py)
     passes: float = math.nan  # ncu's replay passes for this kernel (profiler__replayer_passes)
-
-
-GRID_DIMS = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z")
 
 
 def load(path: str | Path) -> Any:

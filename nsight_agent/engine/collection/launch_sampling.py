@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nsight_agent.engine.collection.extract import GRID_DIMS
 from nsight_agent.request import TIME_METRIC
 from nsight_agent.source_kernels import base_name
 
@@ -30,7 +29,8 @@ NCU_ARGS = ("--filter-mode", "per-launch-config", "--launch-count", "1")
 DURATION = TIME_METRIC
 # Per-launch totals that grow with the launch's work; rates and percentages do not.
 SCALED = frozenset({DURATION, "dram__bytes_read.sum", "dram__bytes_write.sum"})
-GRID = GRID_DIMS
+# The grid's size as ncu names it (extract.py reads it from each profiled kernel too).
+GRID = ("launch__grid_dim_x", "launch__grid_dim_y", "launch__grid_dim_z")
 BLOCK = ("launch__block_dim_x", "launch__block_dim_y", "launch__block_dim_z")
 
 
