@@ -11,7 +11,8 @@ For each example (00, 02, 07, 10), alternating, each round:
   and whose ``analyze.kernel`` only calls the function configs x runs times and exits: the
   profiled child with no tool in it. Modes: ``kernel`` (the example's replay), ``application``
   (the same kernels, one-pass metrics, ncu's application replay), ``unprofiled`` (an NVTX filter
-  that matches nothing: every cost but the per-kernel profiling).
+  that matches nothing: every cost but the per-kernel profiling), ``our-flags`` (kernel replay
+  with the options our own cold run adds: is the minimal child slower than ours because of them?).
 
 The replay floor is ``imports + child kernel``: if it is above 0.7x nsight-python's time, 0.7x
 is out of reach of a child under this ncu on that example. Needs a GPU, ncu, nvtx, ncu_report
@@ -82,7 +83,7 @@ class analyze:
         return lambda func: func
 '''
 
-CHILD_MODES = ("kernel", "application", "unprofiled")
+CHILD_MODES = ("kernel", "application", "unprofiled", "our-flags")
 
 
 def say(line: str) -> None:
@@ -122,7 +123,10 @@ def child(example: Path, mode: str, shim: Path, base_path: str) -> dict[str, Any
     ncu = shutil.which("ncu") or "ncu"
     include = "regex:shim@.+/" if mode != "unprofiled" else "regex:nothing-matches@.+/"
     replay = "application" if mode == "application" else "kernel"
-    cmd = [ncu, "--cache-control", "all", "--clock-control", "none", "--replay-mode", replay,
+    # our-flags: kernel replay with the options our own cold run adds (engine/collection/ncu.py)
+    ours = ["--print-summary", "none", "--target-processes", "all", "--log-file",
+            str(Path(cwd) / "ncu.log")] if mode == "our-flags" else []  # fmt: skip
+    cmd = [ncu, *ours, "--cache-control", "all", "--clock-control", "none", "--replay-mode", replay,
            "--nvtx", "--nvtx-include", include, "--metrics", ",".join(example_metrics(example)),
            "-f", "-o", str(report), sys.executable, str(example.resolve())]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), base_path]), "MPLBACKEND": "Agg"}
