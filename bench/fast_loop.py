@@ -45,7 +45,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-from bench.nsight_alias import write_alias
+from bench.nsight_alias import OURS, PEER, tool_paths
 
 TRITON = """
 import torch
@@ -311,12 +311,7 @@ PEER_EXAMPLES = ("00_", "02_", "07_", "10_")
 def peer_phase(examples: Path, rounds: int, deadline: float) -> None:
     """Each example file as nsight-python 0.9.6 runs it and as our engine runs it (the same
     file; ``import nsight`` resolves to the alias package), alternating who goes first."""
-    alias = write_alias(Path(tempfile.mkdtemp(prefix="fl-alias-")))
-    base = os.environ.get("PYTHONPATH", "")
-    paths = {
-        "nsight-python-0.9.6": base,
-        "nsight-agent": os.pathsep.join([str(alias), base, os.getcwd()]),
-    }
+    paths = tool_paths()
     walls: dict[str, dict[str, list[float]]] = {}
     for r in range(rounds):
         if time.monotonic() > deadline:
@@ -353,7 +348,7 @@ def peer_phase(examples: Path, rounds: int, deadline: float) -> None:
                 if not ok:
                     say("   " + (proc.stderr or proc.stdout)[-800:].replace("\n", "\n   "))
             floors = RESULTS.setdefault("peer_floor", {}).setdefault(example.name, [])
-            floors.append(two_process_floor(example, paths["nsight-python-0.9.6"]))
+            floors.append(two_process_floor(example, paths[PEER]))
             say(f"peer round {r} {example.name:24s} {'floor':20s} {floors[-1]['total_s']:6.1f} s "
                 f"(the script's imports {floors[-1]['imports_s']:.1f} s + one ncu child "
                 f"{floors[-1]['ncu_child_s']:.1f} s)")  # fmt: skip
@@ -430,7 +425,7 @@ def summary() -> None:
         if under:
             say(f"timing vs ncu at or below 50 us: |diff| {min(under):.1f}-{max(under):.1f} %")
     for name, tools in RESULTS.get("peer", {}).items():
-        ours, theirs = tools.get("nsight-agent", []), tools.get("nsight-python-0.9.6", [])
+        ours, theirs = tools.get(OURS, []), tools.get(PEER, [])
         if ours and theirs:
             say(f"{name}: ours {med(ours):.1f} s, nsight-python 0.9.6 {med(theirs):.1f} s, "
                 f"ratio {med(ours) / med(theirs):.2f} (target <= 0.7)")  # fmt: skip

@@ -6,6 +6,8 @@ Used by scripts/run-nsight-python-suite and bench/fast_loop.py; never installed.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 ALIAS = {
@@ -41,3 +43,14 @@ def write_alias(folder: Path) -> Path:
     for name, text in ALIAS.items():
         (package / name).write_text(text)
     return folder
+
+
+PEER, OURS = "nsight-python-0.9.6", "nsight-agent"
+
+
+def tool_paths() -> dict[str, str]:
+    """PYTHONPATH for each side of a side-by-side run: ``import nsight`` resolves to the
+    installed nsight-python, or to a fresh alias over our engine (the current folder's)."""
+    alias = write_alias(Path(tempfile.mkdtemp(prefix="nsight-alias-")))
+    base = os.environ.get("PYTHONPATH", "")
+    return {PEER: base, OURS: os.pathsep.join([str(alias), base, os.getcwd()])}

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fast_loop import PEER_EXAMPLES, script_imports
-from bench.nsight_alias import write_alias
+from bench.nsight_alias import OURS, PEER, tool_paths
 
 SHIM = '''\
 """The least a profiled child runs: NVTX ranges around the marked code, the calls, then exit."""
@@ -156,12 +156,8 @@ def main() -> None:
     shim = Path(tempfile.mkdtemp(prefix="rf-shim-"))
     (shim / "nsight").mkdir()
     (shim / "nsight" / "__init__.py").write_text(SHIM)
-    alias = write_alias(Path(tempfile.mkdtemp(prefix="rf-alias-")))
-    base = os.environ.get("PYTHONPATH", "")
-    tools = {
-        "nsight-python": base,
-        "ours": os.pathsep.join([str(alias), base, os.getcwd()]),
-    }
+    tools = tool_paths()
+    base = tools[PEER]
     results: dict[str, dict[str, list[Any]]] = {}
     for r in range(args.rounds):
         for i, example in enumerate(chosen):
@@ -175,7 +171,7 @@ def main() -> None:
                 say(
                     f"round {r} {example.name:28s} {tool:16s} {seconds:6.1f} s {'ok' if ok else 'FAILED'}"
                 )
-                if tool == "ours" or not ok:  # ours: its profile call's stage seconds
+                if tool == OURS or not ok:  # ours: its profile call's stage seconds
                     say("   " + tail.replace("\n", "\n   "))
             line = "import " + ", ".join(script_imports(example))
             seconds, ok, tail = run_timed([sys.executable, "-c", line], dict(os.environ), ".")
@@ -189,7 +185,7 @@ def main() -> None:
                     f"{got['kernels']} kernels profiled")  # fmt: skip
     say("\n== summary (medians) ==")
     for name, rows in results.items():
-        ours, peer = med(rows.get("ours", [])), med(rows.get("nsight-python", []))
+        ours, peer = med(rows.get(OURS, [])), med(rows.get(PEER, []))
         floor = med(rows.get("imports", [])) + med(rows.get("child kernel", []))
         say(f"{name}: ours {ours:.1f} s, nsight-python {peer:.1f} s, ratio {ours / peer:.2f}; "
             f"replay floor {floor:.1f} s = {floor / peer:.2f} of nsight-python's time "
