@@ -140,8 +140,8 @@ NOTE_CHARS = 240
 """Notes are kept whole up to this length, else cut at a sentence or word (``common.clip``)."""
 
 BOUND_RULE = (
-    "SM and memory throughput both < 60%: latency-bound; within 10 points or both >= 80%: "
-    "intensity vs ridge decides; else the larger (docs/DIAGNOSIS.md)"
+    "SM and memory throughput both < 60%: latency-bound; within 10 pts or both >= 80%: "
+    "intensity vs ridge; else the larger (DIAGNOSIS.md)"
 )
 
 
