@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.fast_loop import PEER_EXAMPLES, script_imports
+from bench.fast_loop import PEER_EXAMPLES, say, script_imports
 from bench.nsight_alias import OURS, PEER, tool_paths
 
 SHIM = '''\
@@ -84,10 +84,6 @@ class analyze:
 '''
 
 CHILD_MODES = ("kernel", "application", "unprofiled", "our-flags")
-
-
-def say(line: str) -> None:
-    print(line, flush=True)
 
 
 def example_metrics(example: Path) -> list[str]:

@@ -9,12 +9,9 @@ notebook cells profile like module-level functions, and the user's script is not
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
 import pickle
 import tempfile
-import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Sequence
@@ -22,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from nsight_agent.api import compat
+from nsight_agent.api import compat, prefetch
 from nsight_agent.api import configs as configs_
 from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.plotting import PlottedFunction, plot
@@ -41,7 +38,7 @@ if TYPE_CHECKING:
 
 # What reading the report needs (pandas, ncu_report: about 0.3 s). Not imported with the
 # decorator, so the profiled child, whose script decorates the function too, never loads them;
-# the caller loads them in a thread while ncu runs (``_load_readers``).
+# the caller loads them in a thread while ncu runs (``prefetch``).
 READERS = ("nsight_agent.engine.collection.measure", "nsight_agent.api.results")
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -192,8 +189,7 @@ def profile(
     start = time.monotonic()
     spawned = time.time()
     shown = [0]
-    readers = threading.Thread(target=_load_readers, name="nsight-agent-report-readers")
-    readers.start()
+    readers = prefetch.start(*READERS, name="nsight-agent-report-readers")
 
     def poll() -> None:
         if say is None or not files.progress.exists():
@@ -234,12 +230,6 @@ def profile(
         split = ", ".join(f"{k} {v:.1f} s" for k, v in results.stage_seconds.items())
         say(f"done in {results.seconds:.1f} s ({split}); report {files.report}")
     return results
-
-
-def _load_readers() -> None:
-    with contextlib.suppress(Exception):  # the caller's own import says what went wrong
-        for name in READERS:
-            importlib.import_module(name)
 
 
 def stage_split(spawned: float, times: Any, ncu_done: float, read_done: float) -> dict[str, float]:

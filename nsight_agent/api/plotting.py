@@ -3,14 +3,11 @@ Its imports (matplotlib, about 0.5 s) run in a thread while the profile call wai
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nsight_agent.api import compat
+from nsight_agent.api import compat, prefetch
 from nsight_agent.errors import InvalidRequestError
 
 
@@ -26,9 +23,9 @@ class PlottedFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # matplotlib's import (about 0.5 s) overlaps the profile call, which waits on ncu.
-        prefetch = threading.Thread(target=_import_plotting, name="nsight-agent-plot-import")
-        prefetch.start()
+        imports = prefetch.start("nsight_agent.views.plot", name="nsight-agent-plot-import")
         results = self.func(*args, **kwargs)
+        imports.join()
         from nsight_agent.api.results import ProfileResults
 
         if not isinstance(results, ProfileResults):
@@ -43,11 +40,6 @@ class PlottedFunction:
         )
         plot_dataframe(frame, results.param_names, **self.options)
         return results
-
-
-def _import_plotting() -> None:
-    with contextlib.suppress(Exception):  # the plot's own import says what went wrong
-        importlib.import_module("nsight_agent.views.plot")
 
 
 def plot(
