@@ -62,22 +62,6 @@ def plot(
     plot_callback: Callable[[Any], None] | None = None,
 ) -> Callable[[Callable[..., Any]], PlottedFunction]:
     """Plot the ProfileResults of the ``analyze.kernel`` function below it into ``filename``."""
-    options: dict[str, Any] = {
-        "filename": filename,
-        "metric": metric,
-        "title": title,
-        "ylabel": ylabel,
-        "annotate_points": annotate_points,
-        "show_aggregate": show_aggregate,
-        "plot_type": plot_type,
-        "plot_width": plot_width,
-        "plot_height": plot_height,
-        "row_panels": row_panels,
-        "col_panels": col_panels,
-        "x_keys": x_keys,
-        "print_data": print_data,
-        "variant_fields": variant_fields,
-        "variant_annotations": variant_annotations,
-        "plot_callback": plot_callback,
-    }
+    # Every parameter, by name, is one of views.plot.plot_dataframe's keywords.
+    options: dict[str, Any] = dict(locals())
     return lambda func: PlottedFunction(func, options)
