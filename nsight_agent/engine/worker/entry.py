@@ -8,9 +8,24 @@ import time
 # Read first: the caller's stage split counts from here (python and ncu started, nothing imported).
 ENTERED = time.time()
 
+import os  # noqa: E402
 import sys  # noqa: E402
 
-from nsight_agent.engine.worker.child import main  # noqa: E402
+from nsight_agent.engine.worker import cuda_early  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv, entered=ENTERED))
+    cuda_early.start()  # the driver and a context come up during the imports below
+
+from nsight_agent.engine.worker.child import EXIT_ENV, main  # noqa: E402
+
+if __name__ == "__main__":
+    code = main(sys.argv, entered=ENTERED)
+    if os.environ.get(EXIT_ENV) != "normal":
+        # Everything the caller reads (manifest, progress, error, collected info) is written and
+        # closed by now, and ncu has every result as each kernel ends; what is left is tearing
+        # down torch and the CUDA context under ncu, which ncu waits for before it writes the
+        # report. Skip it: flush what Python buffers and leave.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
