@@ -20,19 +20,17 @@ from pydantic import (
 )
 
 import nsight_agent.kernelbench as kernelbench
+from nsight_agent.options import TIME_METRIC as TIME_METRIC
+from nsight_agent.options import CacheControl as CacheControl
+from nsight_agent.options import ClockControl as ClockControl
+from nsight_agent.options import ReplayMode as ReplayMode
 
 Language = Literal["triton", "torch", "torch_compile", "cuda"]
 # What a request accepts: the tools' ``Language`` plus KernelBench's format, which the tools
 # offer once their schemas use this type (the recorded tools/list changes with it).
 RequestLanguage = Literal["triton", "torch", "torch_compile", "cuda", "kernelbench"]
 Correctness = Literal["default", "kernelbench"]
-ReplayMode = Literal["kernel", "range"]
-CacheControl = Literal["all", "none"]
-ClockControl = Literal["base", "none"]
 CombineKernels = Literal["sum", "none"]
-
-# The metric every timing answer is read from: ncu's kernel duration.
-TIME_METRIC = "gpu__time_duration.sum"
 
 MAX_CONFIGS = 64
 # The smallest change called faster or slower, in percent and, for times, in nanoseconds: on

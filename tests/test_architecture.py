@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nsight_agent"
 LAYERS: dict[str, int] = {
     "errors": 0,
     "request": 0,
+    "options": 0,
     "arguments": 0,
     "annotation": 0,
     "exceptions": 0,

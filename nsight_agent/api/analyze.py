@@ -25,13 +25,13 @@ from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.plotting import PlottedFunction, plot
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import derived, ncu
-from nsight_agent.engine.store.records import RunFiles
+from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.engine.thermal import ThermalMode
 from nsight_agent.engine.worker import info, shipping
 from nsight_agent.engine.worker.child import ChildSpec
 from nsight_agent.errors import InvalidRequestError, UnknownMetricError
 from nsight_agent.experimental import info_collectors as collecting
-from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
+from nsight_agent.options import TIME_METRIC, CacheControl, ClockControl, ReplayMode
 
 if TYPE_CHECKING:
     from nsight_agent.api.results import ProfileResults

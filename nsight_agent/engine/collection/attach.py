@@ -28,7 +28,7 @@ from nsight_agent.annotation import NCU_NVTX_INCLUDE
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import call_markers, extract, gpu_lock, ncu
 from nsight_agent.engine.harness.call_markers import ENV as MARKERS_ENV
-from nsight_agent.engine.store.records import RunFiles
+from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.errors import NcuError
 
 NOT_FOUND = re.compile(r"No attachable process|No processes found")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nsight_agent.request import TIME_METRIC
+from nsight_agent.options import TIME_METRIC
 from nsight_agent.source_kernels import base_name
 
 # One launch per unique launch configuration, counted among the launches the NVTX filter lets

@@ -19,7 +19,7 @@ from typing import get_args
 from nsight_agent.annotation import NCU_NVTX_INCLUDE
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import gpu_lock, launch_sampling
-from nsight_agent.engine.store.records import RunFiles
+from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.errors import (
     CollectionTimeoutError,
     CounterPermissionError,
@@ -32,7 +32,7 @@ from nsight_agent.errors import (
     ProfilerBusyError,
     UnknownMetricError,
 )
-from nsight_agent.request import TIME_METRIC, CacheControl, ClockControl, ReplayMode
+from nsight_agent.options import TIME_METRIC, CacheControl, ClockControl, ReplayMode
 
 Suggest = Callable[[str], list[str]]
 

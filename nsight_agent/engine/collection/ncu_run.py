@@ -18,7 +18,7 @@ from nsight_agent.engine import process
 from nsight_agent.engine.collection import attach, call_markers, ncu, preflight_run, work
 from nsight_agent.engine.collection.attach import TargetSource
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.store.records import RunFiles
+from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.errors import (
     CollectionTimeoutError,
     KernelProfileFailedError,

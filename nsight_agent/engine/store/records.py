@@ -1,5 +1,5 @@
 """Typed records of what a run produced: the variants it dropped, the measurements it holds
-suspect, and its files by role.
+suspect (a run's files by role: ``run_files``).
 
 The harness writes the first two into its manifest as plain JSON (it runs in the profiled
 process and imports nothing of the store); ``dropped_from`` and ``suspects_from`` read them
@@ -9,11 +9,11 @@ there, and the run's files store them back in the same bytes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+
+from nsight_agent.engine.store.run_files import RunFiles as RunFiles  # where the store reads it
 
 DropVerdict = Literal["error", "timeout", "no_kernel", "incorrect", "suspect"]
 
@@ -66,35 +66,6 @@ def dropped_from(raw: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Dropp
 def suspects_from(raw: Iterable[Mapping[str, Any]] | None) -> list[Suspect]:
     """The records of a manifest's plain suspect entries."""
     return [Suspect.model_validate(dict(s)) for s in raw or []]
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    """The files of one profiled run by role: what ncu and the profiled process write, and the
-    tables read from them. A run folder's are ``in_folder``; ``analyze.kernel`` names its own
-    after its output prefix."""
-
-    report: Path  # the .ncu-rep
-    ncu_log: Path
-    program_output: Path  # the profiled program's stdout and stderr
-    manifest: Path  # the harness's record of its calls, checks and kernels
-    error: Path  # the traceback the profiled program writes when it fails
-    progress: Path  # one line per call done
-    raw_csv: Path
-    processed_csv: Path
-
-    @classmethod
-    def in_folder(cls, run_dir: Path) -> RunFiles:
-        return cls(
-            report=run_dir / "report.ncu-rep",
-            ncu_log=run_dir / "ncu.log",
-            program_output=run_dir / "program-output.log",
-            manifest=run_dir / "manifest.json",
-            error=run_dir / "error.json",
-            progress=run_dir / "progress.txt",
-            raw_csv=run_dir / "raw.csv",
-            processed_csv=run_dir / "processed.csv",
-        )
 
 
 __all__ = [

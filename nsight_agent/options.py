@@ -1,0 +1,17 @@
+"""ncu's collection choices and the time metric, as plain names.
+
+Apart from ``request`` (pydantic, about 0.1-0.2 s to import) because the nsight-python API's
+decorating import needs only these: every script that profiles pays that import before its
+first call.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ReplayMode = Literal["kernel", "range"]
+CacheControl = Literal["all", "none"]
+ClockControl = Literal["base", "none"]
+
+# The metric every timing answer is read from: ncu's kernel duration.
+TIME_METRIC = "gpu__time_duration.sum"
