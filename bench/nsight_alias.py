@@ -25,13 +25,18 @@ ALIAS = {
         "from nsight_agent.experimental.info_collectors import CollectionScope, InfoCollector\n"
     ),
     "exceptions.py": "from nsight_agent.exceptions import *  # noqa: F403\n",
+    # nsight-python's utils names whether cuda-core imports; asked here only when read (importing
+    # cuda.core costs 0.1 s, which nothing of our engine needs).
     "utils.py": (
         "from nsight_agent.api.compat import VerbosityLevel, col_panel, row_panel\n"
-        "try:\n"
-        "    import cuda.core  # noqa: F401\n"
-        "    CUDA_CORE_AVAILABLE = True\n"
-        "except ImportError:\n"
-        "    CUDA_CORE_AVAILABLE = False\n"
+        "def __getattr__(name):\n"
+        "    if name != 'CUDA_CORE_AVAILABLE':\n"
+        "        raise AttributeError(name)\n"
+        "    try:\n"
+        "        import cuda.core  # noqa: F401\n"
+        "        return True\n"
+        "    except ImportError:\n"
+        "        return False\n"
     ),
 }
 

@@ -12,7 +12,10 @@ For each example (00, 02, 07, 10), alternating, each round:
   profiled child with no tool in it. Modes: ``kernel`` (the example's replay), ``application``
   (the same kernels, one-pass metrics, ncu's application replay), ``unprofiled`` (an NVTX filter
   that matches nothing: every cost but the per-kernel profiling), ``our-flags`` (kernel replay
-  with the options our own cold run adds: is the minimal child slower than ours because of them?).
+  with the options our own cold run adds: is the minimal child slower than ours because of them?),
+  ``fast-exit`` (kernel replay, the child leaving by ``os._exit`` after its calls: what the
+  interpreter's teardown under ncu costs, and whether ncu still has every kernel). Each child
+  stamps the end of its calls; ``tail`` is from there to ncu's exit (teardown, report written).
 
 The replay floor is ``imports + child kernel``: if it is above 0.7x nsight-python's time, 0.7x
 is out of reach of a child under this ncu on that example. Needs a GPU, ncu, nvtx, ncu_report
@@ -44,7 +47,9 @@ from bench.nsight_alias import OURS, PEER, tool_paths
 SHIM = '''\
 """The least a profiled child runs: NVTX ranges around the marked code, the calls, then exit."""
 import functools
+import os
 import sys
+import time
 
 import nvtx
 
@@ -74,6 +79,12 @@ class analyze:
                         func(*config, **kwargs)
                 import torch
                 torch.cuda.synchronize()
+                with open(os.environ["RF_STAMP"], "w") as stamp:
+                    stamp.write(repr(time.time()))
+                if os.environ.get("RF_FAST_EXIT"):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(0)
                 sys.exit(0)
             return call
         return decorate(_func) if _func is not None else decorate
@@ -83,7 +94,7 @@ class analyze:
         return lambda func: func
 '''
 
-CHILD_MODES = ("kernel", "application", "unprofiled", "our-flags")
+CHILD_MODES = ("kernel", "application", "unprofiled", "our-flags", "fast-exit")
 
 
 def example_metrics(example: Path) -> list[str]:
@@ -125,12 +136,16 @@ def child(example: Path, mode: str, shim: Path, base_path: str) -> dict[str, Any
     cmd = [ncu, *ours, "--cache-control", "all", "--clock-control", "none", "--replay-mode", replay,
            "--nvtx", "--nvtx-include", include, "--metrics", ",".join(example_metrics(example)),
            "-f", "-o", str(report), sys.executable, str(example.resolve())]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), base_path]), "MPLBACKEND": "Agg"}
+    stamp = Path(cwd) / "calls-done"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), base_path]), "MPLBACKEND": "Agg",
+           "RF_STAMP": str(stamp), **({"RF_FAST_EXIT": "1"} if mode == "fast-exit" else {})}  # fmt: skip
     seconds, ok, tail = run_timed(cmd, env, cwd)
+    ended = time.time()
     kernels = profiled_kernels(report) if ok and report.exists() else 0
     if not ok:
         say("   " + tail.replace("\n", "\n   "))
-    return {"s": seconds, "ok": ok, "kernels": kernels}
+    after = ended - float(stamp.read_text()) if stamp.exists() else float("nan")
+    return {"s": seconds, "ok": ok, "kernels": kernels, "tail": after}
 
 
 def med(xs: list[float]) -> float:
@@ -145,6 +160,14 @@ def main() -> None:
     parser.add_argument("--examples", default=",".join(PEER_EXAMPLES), help="name prefixes")
     parser.add_argument("--modes", default=",".join(CHILD_MODES))
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--ours-also",
+        action="append",
+        default=[],
+        metavar="LABEL:VAR=VALUE[,VAR=VALUE]",
+        help="also run ours with these environment variables (e.g. "
+        "normal-exit:NSIGHT_AGENT_CHILD_EXIT=normal), as one more tool in the alternation",
+    )
     args = parser.parse_args()
     prefixes = tuple(args.examples.split(","))
     modes = [m for m in args.modes.split(",") if m]
@@ -154,20 +177,30 @@ def main() -> None:
     (shim / "nsight" / "__init__.py").write_text(SHIM)
     tools = tool_paths()
     base = tools[PEER]
+    extra_env = {tool: {} for tool in tools}
+    for also in args.ours_also:
+        label, _, assignments = also.partition(":")
+        tools[f"ours {label}"] = tools[OURS]
+        extra_env[f"ours {label}"] = dict(a.split("=", 1) for a in assignments.split(",") if a)
     results: dict[str, dict[str, list[Any]]] = {}
     for r in range(args.rounds):
         for i, example in enumerate(chosen):
             rows = results.setdefault(example.name, {})
             order = list(tools) if (r + i) % 2 == 0 else list(reversed(tools))
             for tool in order:
-                env = {**os.environ, "PYTHONPATH": tools[tool], "MPLBACKEND": "Agg"}
+                env = {
+                    **os.environ,
+                    "PYTHONPATH": tools[tool],
+                    "MPLBACKEND": "Agg",
+                    **extra_env[tool],
+                }
                 cmd = [sys.executable, str(example.resolve())]
                 seconds, ok, tail = run_timed(cmd, env, tempfile.mkdtemp(prefix="rf-tool-"))
                 rows.setdefault(tool, []).append(seconds if ok else float("nan"))
                 say(
                     f"round {r} {example.name:28s} {tool:16s} {seconds:6.1f} s {'ok' if ok else 'FAILED'}"
                 )
-                if tool == OURS or not ok:  # ours: its profile call's stage seconds
+                if tool != PEER or not ok:  # ours: its profile call's stage seconds
                     say("   " + tail.replace("\n", "\n   "))
             line = "import " + ", ".join(script_imports(example))
             seconds, ok, tail = run_timed([sys.executable, "-c", line], dict(os.environ), ".")
@@ -177,8 +210,10 @@ def main() -> None:
                 got = child(example, mode, shim, base)
                 rows.setdefault(f"child {mode}", []).append(got["s"] if got["ok"] else float("nan"))
                 rows.setdefault(f"kernels {mode}", []).append(got["kernels"])
+                rows.setdefault(f"tail {mode}", []).append(got["tail"])
                 say(f"round {r} {example.name:28s} {'child ' + mode:16s} {got['s']:6.1f} s "
-                    f"{got['kernels']} kernels profiled")  # fmt: skip
+                    f"{got['kernels']} kernels profiled, {got['tail']:.2f} s from the calls' end "
+                    "to ncu's exit")  # fmt: skip
     say("\n== summary (medians) ==")
     for name, rows in results.items():
         ours, peer = med(rows.get(OURS, [])), med(rows.get(PEER, []))
@@ -197,6 +232,14 @@ def main() -> None:
         app = med(rows.get("child application", []))
         if app == app:
             say(f"   application replay {app:.1f} s against kernel replay {kernel:.1f} s")
+        fast = med(rows.get("child fast-exit", []))
+        if fast == fast:
+            say(f"   child leaving by os._exit {fast:.1f} s against kernel replay {kernel:.1f} s "
+                f"(calls' end to ncu's exit {med(rows.get('tail fast-exit', [])):.2f} s against "
+                f"{med(rows.get('tail kernel', [])):.2f} s; kernels "
+                f"{rows.get('kernels fast-exit')} against {rows.get('kernels kernel')})")  # fmt: skip
+        for tool in (t for t in rows if t.startswith("ours ")):
+            say(f"   {tool} {med(rows[tool]):.1f} s against ours {ours:.1f} s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 
