@@ -21,6 +21,7 @@ import pytest
 from nsight_agent.engine import process
 from nsight_agent.engine.worker import cuda_early, shipping
 from nsight_agent.engine.worker.child import EXIT_ENV, ChildSpec
+from tests.test_engine_shipping import run_payload
 
 
 def run_child(
@@ -78,24 +79,9 @@ def test_a_failing_function_still_reports_its_error_and_exit_code(tmp_path: Path
     def fails(n: int) -> None:
         raise ValueError(f"bad {n}")
 
-    spec = ChildSpec(
-        target=shipping.ship(fails, configs=[(7,)]),
-        runs=1,
-        manifest_path=str(tmp_path / "m.json"),
-        progress_path=str(tmp_path / "p.txt"),
-        error_path=str(tmp_path / "e.txt"),
-        thermal_mode="off",
-    )
-    (tmp_path / "spec.pkl").write_bytes(pickle.dumps(spec))
-    proc = subprocess.run(
-        [sys.executable, "-m", "nsight_agent.engine.worker.entry", str(tmp_path / "spec.pkl")],
-        env=process.child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 3
-    assert "ValueError: bad 7" in (tmp_path / "e.txt").read_text()
+    rc, _, error = run_payload(tmp_path, shipping.ship(fails, configs=[(7,)]))
+    assert rc == 3
+    assert "ValueError: bad 7" in error
 
 
 def test_the_early_cuda_thread_gives_up_quietly_without_a_driver() -> None:
