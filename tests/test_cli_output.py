@@ -105,6 +105,8 @@ def test_every_renderer_draws() -> None:
     narrow.print(tables.diagnosis(diagnose_report(UNCOALESCED)))
     drawn = ANSI.sub("", narrow.file.getvalue())  # type: ignore[attr-defined]
     assert "share" in drawn and "nsight-agent skills memory" in drawn
-    # Paging hints name the command, not the MCP call.
-    assert "nsight-agent report" in drawn and "--offset 2" in drawn
+    # Paging hints name the command, not the MCP call (read with the console's wrapping undone:
+    # the hint holds the report's path, which wraps where the checkout's path is long).
+    flat = " ".join(drawn.split())
+    assert "nsight-agent report" in flat and "--offset 2" in flat
     assert "summarize_report(" not in drawn
