@@ -218,9 +218,12 @@ def main() -> None:
     for name, rows in results.items():
         ours, peer = med(rows.get(OURS, [])), med(rows.get(PEER, []))
         floor = med(rows.get("imports", [])) + med(rows.get("child kernel", []))
-        say(f"{name}: ours {ours:.1f} s, nsight-python {peer:.1f} s, ratio {ours / peer:.2f}; "
-            f"replay floor {floor:.1f} s = {floor / peer:.2f} of nsight-python's time "
-            f"(imports {med(rows.get('imports', [])):.1f} + child {med(rows.get('child kernel', [])):.1f})")  # fmt: skip
+        said = f"{name}: ours {ours:.1f} s, nsight-python {peer:.1f} s, ratio {ours / peer:.2f}"
+        if floor == floor:  # the child ran (--modes with kernel)
+            said += (f"; replay floor {floor:.1f} s = {floor / peer:.2f} of nsight-python's time "
+                     f"(imports {med(rows.get('imports', [])):.1f} + child "
+                     f"{med(rows.get('child kernel', [])):.1f})")  # fmt: skip
+        say(said)
         kernel, unprofiled = (
             med(rows.get("child kernel", [])),
             med(rows.get("child unprofiled", [])),
