@@ -2,7 +2,8 @@
 
 Under ncu, a process's first CUDA call loads ncu's injection and sets it up; importing torch
 (seconds) touches no CUDA at all. So the child starts the driver beside its imports instead of
-after them (on an H100, docs/GPU_RUNS.md: the child's imports and calls 0.3-1.5 s shorter).
+after them (on an H100, docs/GPU_RUNS.md: nsight-python's example 02 profiled in 4.1-4.2 s
+against 5.2-6.7 s without it; on example 07 no difference was shown).
 ``ENV``:
 
 - ``init`` (the default): the driver only (``cuInit``);
