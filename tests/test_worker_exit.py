@@ -20,7 +20,8 @@ import pytest
 
 from nsight_agent.engine import process
 from nsight_agent.engine.worker import cuda_early, shipping
-from nsight_agent.engine.worker.child import EXIT_ENV, ChildSpec
+from nsight_agent.engine.worker.child import ChildSpec
+from nsight_agent.engine.worker.entry import EXIT_ENV
 from tests.test_engine_shipping import run_payload
 
 

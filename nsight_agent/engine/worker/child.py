@@ -27,9 +27,6 @@ from nsight_agent.engine.worker import info, shipping
 from nsight_agent.engine.worker.shipping import WORKER_ENV as CHILD_ENV
 from nsight_agent.engine.worker.shipping import ImportStop, in_worker
 
-# "normal": the child leaves through the interpreter's teardown (sys.exit), not os._exit (entry.py).
-EXIT_ENV = "NSIGHT_AGENT_CHILD_EXIT"
-
 # Frames under engine/ are ours: tracebacks shown to the user start below them.
 ENGINE_DIR = str(Path(__file__).resolve().parents[1])
 

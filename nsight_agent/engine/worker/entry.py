@@ -13,12 +13,13 @@ import sys  # noqa: E402
 
 from nsight_agent.engine.worker import cuda_early  # noqa: E402
 
-if __name__ == "__main__":
-    cuda_early.start()  # the driver and a context come up during the imports below
-
-from nsight_agent.engine.worker.child import EXIT_ENV, main  # noqa: E402
+# "normal": the child leaves through the interpreter's teardown (sys.exit), not os._exit.
+EXIT_ENV = "NSIGHT_AGENT_CHILD_EXIT"
 
 if __name__ == "__main__":
+    cuda_early.start()  # the driver comes up while the child's imports and the function's load
+    from nsight_agent.engine.worker.child import main
+
     code = main(sys.argv, entered=ENTERED)
     if os.environ.get(EXIT_ENV) != "normal":
         # Everything the caller reads (manifest, progress, error, collected info) is written and
