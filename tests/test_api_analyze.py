@@ -192,7 +192,7 @@ def f(n):
 print("probe: decorated", *(m in sys.modules for m in ("pandas", "ncu_report", "pydantic")))
 seen = []
 
-def waits_on_ncu(argv, invocation):  # stands in for ncu's run
+def waits_on_ncu(argv, invocation, env=None):  # stands in for ncu's run
     deadline = time.monotonic() + 20
     while "ncu_report" not in sys.modules and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -538,3 +538,25 @@ def test_the_child_stamps_where_a_profile_calls_wall_goes(tmp_path: Path) -> Non
     assert stage_split(spawned, None, done, done) == {}
     # a stamp out of order (a clock stepped back) is no split rather than a negative stage
     assert stage_split(times["calls_done"] + 1, times, done + 2, done + 3) == {}
+
+
+@pytest.mark.parametrize(
+    ("replay", "set_by_user", "child_gets"),
+    [
+        ("kernel", None, "warmup"),
+        ("application", None, "init"),
+        ("range", None, "init"),
+        ("kernel", "off", None),  # the caller's own setting reaches the child as it is
+    ],
+)
+def test_the_child_warms_ncu_up_under_kernel_replay_only(
+    monkeypatch: pytest.MonkeyPatch, replay: str, set_by_user: str | None, child_gets: str | None
+) -> None:
+    from nsight_agent.engine.worker import cuda_early
+
+    if set_by_user is None:
+        monkeypatch.delenv(cuda_early.ENV, raising=False)
+    else:
+        monkeypatch.setenv(cuda_early.ENV, set_by_user)
+    got = analyze.early_cuda(replay)  # type: ignore[arg-type]
+    assert got == ({} if child_gets is None else {cuda_early.ENV: child_gets})

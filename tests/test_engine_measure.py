@@ -14,6 +14,7 @@ import ncu_report
 import pandas as pd
 import pytest
 
+from nsight_agent.annotation import WARMUP_KERNEL
 from nsight_agent.api import analyze
 from nsight_agent.engine.collection import aggregate as aggregation
 from nsight_agent.engine.collection import derived, measure
@@ -226,6 +227,25 @@ def test_several_kernels_need_combine_and_sum_when_given() -> None:
         ].iloc[0]
         assert row.AvgValue == pytest.approx(statistics.fmean(sum(k) for k in runs))
         assert " + " in row.Kernel
+
+
+def test_the_childs_warm_up_kernel_is_in_the_report_but_in_no_row_or_view() -> None:
+    """``warmed_up`` is ``two_kernels`` recorded (on an H100) with the child's warm-up kernel:
+    ncu profiled it first, inside the scope range; it is no call's and nobody's kernel."""
+    fx, before = fixture("warmed_up"), fixture("two_kernels")
+    report = ncu_report.load_report(str(fx.report))
+    names = [report.range_by_idx(0).action_by_idx(a).name() for a in range(9)]
+    assert names[0] == WARMUP_KERNEL and WARMUP_KERNEL not in names[1:]
+    assert [a.name() for a in extraction.iter_actions(report, markers=True)] == names[1:]
+    records = extraction.read_actions(fx.report, [TIME])
+    assert [r.kernel for r in records] == ["scale_kernel", "add_kernel"] * 4
+    assert [r.call for r in records] == [0, 0, 1, 1, 2, 2, 3, 3]
+    # The same rows as the report recorded before the warm-up existed (values: other GPU).
+    got = frames("warmed_up", combine_kernel_metrics=lambda a, b: a + b)[1]
+    old = frames("two_kernels", combine_kernel_metrics=lambda a, b: a + b)[1]
+    key = ["Annotation", "n", "Kernel", "NumRuns"]
+    assert got[key].to_dict("records") == old[key].to_dict("records")
+    assert before.configs == fx.configs and (got.AvgValue > 0).all()
 
 
 def test_ignore_kernel_list_drops_helper_kernels() -> None:

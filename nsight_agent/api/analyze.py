@@ -10,6 +10,7 @@ notebook cells profile like module-level functions, and the user's script is not
 from __future__ import annotations
 
 import functools
+import os
 import pickle
 import tempfile
 import time
@@ -27,7 +28,7 @@ from nsight_agent.engine import process
 from nsight_agent.engine.collection import derived, ncu
 from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.engine.thermal import ThermalMode
-from nsight_agent.engine.worker import info, shipping
+from nsight_agent.engine.worker import cuda_early, info, shipping
 from nsight_agent.engine.worker.child import ChildSpec
 from nsight_agent.errors import InvalidRequestError, UnknownMetricError
 from nsight_agent.experimental import info_collectors as collecting
@@ -207,6 +208,7 @@ def profile(
             ncu.Invocation(
                 s.ncu_options(), files, timeout=s.timeout, poll=poll, suggest=catalog.suggestions
             ),
+            env=process.child_env(early_cuda(s.replay_mode)),
         )
         ncu_done = time.time()
         if s.output_csv:
@@ -230,6 +232,16 @@ def profile(
         split = ", ".join(f"{k} {v:.1f} s" for k, v in results.stage_seconds.items())
         say(f"done in {results.seconds:.1f} s ({split}); report {files.report}")
     return results
+
+
+def early_cuda(replay_mode: ReplayMode) -> dict[str, str]:
+    """The child's early CUDA start (engine/worker/cuda_early.py): under kernel replay, a
+    warm-up kernel takes ncu's first-kernel set-up off the measured calls; under application
+    and range replay (where an extra kernel in the range would be replayed or measured with
+    the calls) the driver only. A setting in the caller's environment wins."""
+    if cuda_early.ENV in os.environ:
+        return {}
+    return {cuda_early.ENV: "warmup" if replay_mode == "kernel" else "init"}
 
 
 def stage_split(spawned: float, times: Any, ncu_done: float, read_done: float) -> dict[str, float]:

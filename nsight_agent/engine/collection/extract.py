@@ -18,7 +18,7 @@ from typing import Any
 import ncu_report
 import pandas as pd
 
-from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
+from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN, WARMUP_KERNEL
 from nsight_agent.engine.collection.derived import DeriveMetric, derive, number
 from nsight_agent.engine.collection.launch_sampling import GRID as GRID_DIMS
 from nsight_agent.engine.collection.report_file import check_report_file
@@ -92,13 +92,15 @@ def load(path: str | Path) -> Any:
 
 def iter_actions(report: Any, markers: bool = False) -> list[Any]:
     """The report's actions in order; the harness's call markers (an attached run's,
-    ``harness/call_markers.py``) only with ``markers``: no view reads them as kernels."""
+    ``harness/call_markers.py``) only with ``markers``: no view reads them as kernels. The
+    child's warm-up kernel (``annotation.WARMUP_KERNEL``) is never one of them."""
+    dropped = {WARMUP_KERNEL} if markers else {WARMUP_KERNEL, MARKER_KERNEL}
     found = [
         report.range_by_idx(r).action_by_idx(a)
         for r in range(report.num_ranges())
         for a in range(report.range_by_idx(r).num_actions())
     ]
-    return found if markers else [a for a in found if a.name() != MARKER_KERNEL]
+    return [a for a in found if a.name() not in dropped]
 
 
 def nvtx_ranges(action: Any) -> dict[str, list[str]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from nsight_agent.engine.worker import info, shipping
+from nsight_agent.engine.worker import cuda_early, info, shipping
 from nsight_agent.engine.worker.shipping import WORKER_ENV as CHILD_ENV
 from nsight_agent.engine.worker.shipping import ImportStop, in_worker
 
@@ -95,6 +95,8 @@ def run(spec: ChildSpec, entered: float | None = None) -> None:
     calls: list[dict[str, Any]] = []
     total = len(configs) * spec.runs
     collectors = info.Collectors.load(spec.collectors)
+    # The warm-up kernel's range closed before any of the function's own CUDA work.
+    cuda_early.wait()
     collectors.once()
     # Wall-clock stamps for the caller's stage split (api/analyze.py): entered, function loaded
     # (its modules imported), each call's end.
