@@ -36,22 +36,16 @@ def add(n: int) -> None:
 
 def report_kernels(report: Path) -> list[dict[str, Any]]:
     """Every action of the report as ncu wrote it: nothing dropped, nothing matched."""
-    import ncu_report
+    from nsight_agent.engine.collection import extract
 
-    ctx = ncu_report.load_report(str(report))
-    found = []
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            action = rng.action_by_idx(a)
-            state = action.nvtx_state()
-            ranges = {}
-            if state is not None:
-                for d in state.domains():
-                    dom = state.domain_by_id(d)
-                    ranges[dom.name()] = [*dom.start_end_ranges(), *dom.push_pop_ranges()]
-            found.append({"range": r, "name": action.name(), "nvtx": ranges})
-    return found
+    ctx = extract.load(report)
+    return [
+        {"range": r, "name": action.name(), "nvtx": extract.nvtx_ranges(action)}
+        for r in range(ctx.num_ranges())
+        for action in map(
+            ctx.range_by_idx(r).action_by_idx, range(ctx.range_by_idx(r).num_actions())
+        )
+    ]
 
 
 def main() -> None:
