@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import threading
@@ -131,7 +132,7 @@ def test_a_fake_driver_is_started_in_the_order_cuda_needs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stand-in libcuda (built here with the C compiler) records the calls it gets."""
-    if not (cc := os.environ.get("CC") or next((c for c in ("cc", "gcc") if _which(c)), None)):
+    if not (cc := os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler to build the stand-in driver")
     log = tmp_path / "calls.txt"
     source = tmp_path / "fake_cuda.c"
@@ -145,8 +146,8 @@ def test_a_fake_driver_is_started_in_the_order_cuda_needs(
     assert log.read_text().split() == ["cuInit(0)", "cuDeviceGet(0)", "cuDevicePrimaryCtxRetain(7)"]
     log.unlink()
     # warmup: the empty kernel is loaded, then launched and waited for inside the scope range
-    # ncu profiles, opened through a domain object of its own (ncu stops matching the user's
-    # ranges when annotate's cached domain handle was used on this thread first: GPU_RUNS.md).
+    # ncu profiles, opened through a domain object of its own (ncu stopped matching annotate's
+    # ranges once the warm-up's thread had opened one with the same cached handle: GPU_RUNS.md).
     # The NVTX calls stand in here, writing to the same log.
 
     class OwnDomain:
@@ -181,12 +182,6 @@ def test_a_fake_driver_is_started_in_the_order_cuda_needs(
         "cuCtxSynchronize(0)",
         "nvtx.end(40)",
     ]
-
-
-def _which(name: str) -> bool:
-    import shutil
-
-    return shutil.which(name) is not None
 
 
 FAKE_DRIVER = r"""
