@@ -10,7 +10,7 @@ profile use case, each call one cold ncu run:
 - ``one_pass``: every one of them at once (``ONE_PASS_SECTIONS``), with 1 and 5 calls.
 
 Each row keeps the call's wall seconds, ncu's own seconds, the kernels it profiled and their
-replay passes (``run.extra``: ``ncu_s``, ``ncu_kernels``, ``ncu_passes``). From them: seconds
+replay passes (``run.facts``: ``ncu_s``, ``ncu_kernels``, ``ncu_passes``). From them: seconds
 per replay pass of one kernel (``one_pass`` 5 calls against 1), and each section's passes and
 its wall over the floor's. Written to ``DIR/section_costs.json`` row by row (a run cut short
 keeps what it measured).
@@ -43,7 +43,7 @@ def one_call(runs_root: Path, label: str, sections: list[str], calls: int) -> di
         "sections": sections,
         "calls": calls,
         "wall_s": round(time.perf_counter() - start, 3),
-        **{k: run.extra.get(k) for k in ("ncu_s", "ncu_kernels", "ncu_passes")},
+        **run.facts.model_dump(include={"ncu_s", "ncu_kernels", "ncu_passes"}),
     }
     print(json.dumps(row), flush=True)
     return row

@@ -9,6 +9,7 @@ import pytest
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import budget
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.server.tools_profile import options_of
 from nsight_agent.service import diagnose
 from nsight_agent.service.measure import Measuring
@@ -49,8 +50,9 @@ def _runs(root: Path, points: list[tuple[int, float]]) -> None:
         folder = root / f"run-{i}"
         folder.mkdir(parents=True)
         (folder / "request.json").write_text("{}")
-        extra = {"ncu_passes": passes, "ncu_s": seconds}
-        (folder / "result.json").write_text(json.dumps({"extra": extra}))
+        facts = {"ncu_passes": passes, "ncu_s": seconds}
+        key = "facts" if i % 2 else "extra"  # the untyped mapping of older stores counts too
+        (folder / "result.json").write_text(json.dumps({key: facts}))
 
 
 def test_the_cost_is_fitted_to_this_machines_runs(tmp_path: Path) -> None:
@@ -96,8 +98,8 @@ def test_a_diagnosis_says_what_its_budget_left_out_would_add_only_when_it_left_s
     line = "budget 8 s: est. 7.1 s" + (
         " ; left out WarpStateStats (est. +0.7 s)" if left_out else ""
     )
-    extra = {"budget": line, "budget_left_out": left_out, "ncu_s": 6.5}
-    executor = StandInExecutor(tmp_path, kernels=1, extra=extra)
+    facts = RunFacts(budget=line, budget_left_out=left_out, ncu_s=6.5)
+    executor = StandInExecutor(tmp_path, kernels=1, facts=facts)
     where = Measuring(runs_root=tmp_path / "runs", executor=executor)
     d = diagnose.diagnose_source(FIELDS, where, budget_s=8.0)
     assert d.budget is not None and d.budget.startswith(line + "; ncu took 6.5 s")
@@ -118,13 +120,15 @@ def test_the_pipeline_fits_the_sections_after_the_preflight_and_says_what_it_lef
     (argv,) = calls(stand_in, "cold")
     asked = [argv[i + 1] for i, a in enumerate(argv) if a == "--section"]
     assert asked == ["LaunchStats", "Occupancy"]
-    said = run.extra["budget"]
-    assert said.startswith("budget 12 s: est. ") and "recorded on an H200" in said
+    said = run.facts.budget
+    assert (
+        said is not None and said.startswith("budget 12 s: est. ") and "recorded on an H200" in said
+    )
     assert "left out MemoryWorkloadAnalysis_Tables (est. +" in said
-    assert run.extra["budget_left_out"] == ["MemoryWorkloadAnalysis_Tables"]
+    assert run.facts.budget_left_out == ["MemoryWorkloadAnalysis_Tables"]
     assert run.kernels == KERNELS  # the rows as without a budget
     whole = pipeline.profile(sweep_request(sections=sections), runs_root=tmp_path / "runs")
-    assert "budget" not in whole.extra
+    assert whole.facts.budget is None and whole.facts.budget_left_out == []
 
 
 def test_budget_s_is_an_option_of_the_tools_and_is_checked() -> None:

@@ -16,6 +16,7 @@ import pytest
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection.outputs import copies_notes
 from nsight_agent.engine.collection.preflight_run import copies_per_config
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
@@ -58,7 +59,7 @@ def frame(rows: list[tuple[str, float]]) -> pd.DataFrame:
     )
 
 
-def stand_in(copies: dict[str, dict[int, float]], extra: dict[str, Any]) -> Any:
+def stand_in(copies: dict[str, dict[int, float]], facts: RunFacts) -> Any:
     """A run as the views read it: 'copy' launches a faster kernel than 'base' (40 vs 50 us)
     and copies for 30 us per call."""
     return SimpleNamespace(
@@ -79,7 +80,7 @@ def stand_in(copies: dict[str, dict[int, float]], extra: dict[str, Any]) -> Any:
         warnings=[],
         artifacts={},
         seconds=1.0,
-        extra=extra,
+        facts=facts,
         dropped={},
         suspects=[],
         preflight=PreflightResult(ok=True, device="cuda:0", seconds=1.0, copies_ns=copies),
@@ -87,17 +88,20 @@ def stand_in(copies: dict[str, dict[int, float]], extra: dict[str, Any]) -> Any:
 
 
 def test_an_ncu_run_adds_a_variant_s_copies_to_its_kernel_time() -> None:
-    s = compare_summary(stand_in({"copy": {0: 30_000.0}}, extra={}))
+    s = compare_summary(stand_in({"copy": {0: 30_000.0}}, facts=RunFacts()))
     copy = s.configs[0].variants["copy"]
     assert copy.verdict == "slower" and copy.time == 70_000.0, copy
     assert copy.speedup == pytest.approx(50 / 70, rel=1e-3)
     assert s.configs[0].variants["base"].time == 50_000.0
     # Without copies the same kernels read faster: the copies decided it.
-    assert compare_summary(stand_in({}, extra={})).configs[0].variants["copy"].verdict == "faster"
+    assert (
+        compare_summary(stand_in({}, facts=RunFacts())).configs[0].variants["copy"].verdict
+        == "faster"
+    )
 
 
 def test_a_timing_run_is_left_as_it_is_its_clock_holds_the_copies() -> None:
-    s = compare_summary(stand_in({"copy": {0: 30_000.0}}, extra={"method": "cupti"}))
+    s = compare_summary(stand_in({"copy": {0: 30_000.0}}, facts=RunFacts(method="cupti")))
     assert s.configs[0].variants["copy"].verdict == "faster"
     assert s.configs[0].variants["copy"].time == 40_000.0
 
@@ -112,7 +116,7 @@ def test_the_run_says_which_variants_copied_and_what_was_added() -> None:
 
 
 def test_another_metric_is_not_shifted() -> None:
-    run = stand_in({"copy": {0: 30_000.0}}, extra={})
+    run = stand_in({"copy": {0: 30_000.0}}, facts=RunFacts())
     run.processed["Metric"] = "dram__bytes.sum"
     s = compare_summary(run, metric="dram__bytes.sum")
     assert s.configs[0].variants["copy"].time == 40_000.0

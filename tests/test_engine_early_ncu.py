@@ -52,7 +52,7 @@ def test_started_beside_the_preflight_it_measures_what_the_staged_order_measures
     columns = ["Annotation", "Metric", "n", "AvgValue", "StdDev", "NumRuns", "OutputOK"]
     assert early.processed[columns].equals(staged.processed[columns])
     assert early.checks == staged.checks and early.kernels == staged.kernels == KERNELS
-    assert early.extra["collection"] == staged.extra["collection"]
+    assert early.facts.collection == staged.facts.collection
     stages = json.loads((early.run_dir / "status.json").read_text())["stage_seconds"]
     assert {"pre-flight", "ncu", "extract"} <= stages.keys(), stages
 

@@ -19,6 +19,7 @@ from nsight_agent.api import analyze
 from nsight_agent.engine.collection import aggregate as aggregation
 from nsight_agent.engine.collection import derived, measure
 from nsight_agent.engine.collection import extract as extraction
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.errors import (
     ExtractionError,
     KernelCountMismatchError,
@@ -366,7 +367,7 @@ def test_a_run_keeps_what_its_ncu_run_cost_as_ncu_reported_it() -> None:
     measured = measure.measure(
         fx.report, json.loads(fx.manifest.read_text()), fx.metrics, fx.configs, ["n"]
     )
-    assert measured.ncu_cost(7.25) == {"ncu_s": 7.25, "ncu_kernels": 18, "ncu_passes": 18.0}
+    assert measured.ncu_cost(7.25) == RunFacts(ncu_s=7.25, ncu_kernels=18, ncu_passes=18.0)
     planted = Path(__file__).parent / "fixtures" / "planted" / "logistic_map_cuda.ncu-rep"
     (record,) = extraction.read_actions(planted, [TIME])
     assert record.passes == 34.0

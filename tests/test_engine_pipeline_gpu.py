@@ -96,7 +96,7 @@ def test_cuda_kernel_is_built_once_and_cached(tmp_path: Path) -> None:
     first = pipeline.profile(req, runs_root=tmp_path)
     second = pipeline.profile(req, runs_root=tmp_path)
     for name, run in (("first", first), ("second", second)):  # shown by pytest -rA
-        print(name, run.run_id, run.cuda_build, run.extra.get("profile_cuda_build"))
+        print(name, run.run_id, run.cuda_build, run.facts.profile_cuda_build)
     assert first.kernels["cuda"] == second.kernels["cuda"]
     assert all("add_kernel" in k for k in first.kernels["cuda"])
     assert_only_user_kernels(first)
@@ -105,7 +105,8 @@ def test_cuda_kernel_is_built_once_and_cached(tmp_path: Path) -> None:
     assert first.cuda_build["seconds"] > second.cuda_build["seconds"] >= 0
     assert first.cuda_build["mode"] == "load_inline"
     # The profiled process reuses the pre-flight's build as well.
-    assert first.extra["profile_cuda_build"]["cache_hit"] is True
+    assert first.facts.profile_cuda_build is not None
+    assert first.facts.profile_cuda_build["cache_hit"] is True
 
 
 def test_wrong_variant_is_profiled_but_flagged(tmp_path: Path) -> None:

@@ -249,8 +249,8 @@ def test_a_job_through_a_prelaunched_target_gives_the_cold_result_and_is_repleni
         assert first.isdisjoint(target_processes())  # the one taken is gone, a new one waits
     cold = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
 
-    assert warm.extra["collection"] == "pre-launched"
-    assert cold.extra["collection"] == "cold: no pre-launched targets here"
+    assert warm.facts.collection == "pre-launched"
+    assert cold.facts.collection == "cold: no pre-launched targets here"
     assert profile_summary(warm).collection == "pre-launched"
     columns = ["Annotation", "Metric", "n", "AvgValue", "StdDev", "NumRuns", "OutputOK"]
     assert warm.processed[columns].equals(cold.processed[columns])
@@ -262,7 +262,7 @@ def test_a_job_through_a_prelaunched_target_gives_the_cold_result_and_is_repleni
     manifest = json.loads((warm.run_dir / "manifest.json").read_text())
     assert manifest["mode"] == "profile" and manifest["device"] == "cpu"
     again = pipeline.load_run(warm.run_id, runs_root=tmp_path / "runs")
-    assert again.extra["collection"] == "pre-launched"
+    assert again.facts.collection == "pre-launched"
 
     launch = calls(stand_in, "launch")[0]
     # ncu 2025.3.1 refuses --nvtx-include in launch and attach mode: --nvtx only, at launch.
@@ -281,7 +281,7 @@ def test_an_attach_that_fails_goes_cold_and_says_why(
         ready_pool(executor)
         monkeypatch.setenv("STAND_IN_FAIL", "attach")
         run = profile(executor, sweep_request(), tmp_path / "runs")
-    assert run.extra["collection"] == (
+    assert run.facts.collection == (
         "cold: attach failed: ncu failed (exit code 1): Failed to attach to the target (stand-in)"
     )
     assert run.kernels == KERNELS
@@ -295,7 +295,7 @@ def test_options_an_attach_cannot_serve_go_cold_and_leave_the_target(
         pool = ready_pool(executor)
         run = profile(executor, sweep_request(replay_mode="range"), tmp_path / "runs")
         assert pool.taken == 0 and pool.info() == "1 ready"
-    assert run.extra["collection"] == "cold: replay_mode=range (targets serve kernel replay only)"
+    assert run.facts.collection == "cold: replay_mode=range (targets serve kernel replay only)"
     assert not calls(stand_in, "attach")
 
 
@@ -366,7 +366,7 @@ def test_a_launch_that_cannot_serve_turns_the_pool_off_and_jobs_go_cold(
         wait_for("the pool off", lambda: pool.info().startswith("off:"), 60)
         assert why in pool.info()
         run = profile(executor, sweep_request(), tmp_path / "runs")
-    assert run.extra["collection"].startswith("cold: pre-launched targets are off (the launch")
+    assert run.facts.collection.startswith("cold: pre-launched targets are off (the launch")
     assert len(calls(stand_in, "launch")) == launches  # not tried again after that
 
 
@@ -378,7 +378,7 @@ def test_a_refused_nvtx_flag_is_dropped_and_the_pool_serves(
     with LocalExecutor(["cpu"], targets=1) as executor:
         pool = ready_pool(executor)
         run = profile(executor, sweep_request(), tmp_path / "runs")
-    assert run.extra["collection"] == "pre-launched"
+    assert run.facts.collection == "pre-launched"
     launches = calls(stand_in, "launch")
     assert "--nvtx" in launches[0] and "--nvtx" not in launches[1]
     assert pool.taken == 1
@@ -398,11 +398,11 @@ def test_an_attach_report_without_call_ranges_goes_cold_and_turns_the_pool_off(
             "off: the attached report records no NVTX call ranges and no call markers"
         )
         again = profile(executor, sweep_request(), tmp_path / "runs")
-    assert run.extra["collection"] == (
+    assert run.facts.collection == (
         "cold: attach failed: the attached report records no NVTX call ranges and no call markers"
     )
     assert run.kernels == KERNELS and all(c.ok for c in run.checks)
-    assert again.extra["collection"].startswith("cold: pre-launched targets are off")
+    assert again.facts.collection.startswith("cold: pre-launched targets are off")
 
 
 def test_close_kills_every_waiting_target(stand_in: Path) -> None:
@@ -646,8 +646,8 @@ def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(
         assert pool.wait_ready(120), pool.info()
         warm = profile(executor, req, tmp_path)
     cold = pipeline.profile(req, runs_root=tmp_path)
-    assert warm.extra["collection"] == "pre-launched", warm.extra["collection"]
-    assert cold.extra["collection"].startswith("cold"), cold.extra["collection"]
+    assert warm.facts.collection == "pre-launched", warm.facts.collection
+    assert cold.facts.collection.startswith("cold"), cold.facts.collection
     assert warm.kernels == cold.kernels and all(warm.kernels.values())
     assert len(warm.raw) == len(cold.raw) and (warm.processed["NumRuns"] == req.runs).all()
     assert warm.checks == cold.checks and all(c.ok for c in warm.checks)
@@ -680,10 +680,10 @@ def test_on_a_real_gpu_a_pool_that_cannot_prelaunch_says_why_and_the_job_runs_co
         run = profile(executor, req, tmp_path)
         said = pool.info()
     wait_for("no target left after close", lambda: not target_processes(), 30)
-    if ready and run.extra["collection"] == "pre-launched":
+    if ready and run.facts.collection == "pre-launched":
         pytest.skip("this ncu serves pre-launched targets: the test above covers it")
-    assert said.startswith("off: ") or run.extra["collection"].startswith("cold: "), (said, run)
-    assert run.extra["collection"].startswith("cold"), run.extra["collection"]
+    assert said.startswith("off: ") or run.facts.collection.startswith("cold: "), (said, run)
+    assert run.facts.collection.startswith("cold"), run.facts.collection
     cold = pipeline.profile(req, runs_root=tmp_path)
     assert run.kernels == cold.kernels and run.kernels["triton"] == ["add_kernel"]
     assert len(run.raw) == len(cold.raw) and (run.processed["NumRuns"] == 3).all()

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from nsight_agent.engine.harness import runtime
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.engine.worker import timing
 from nsight_agent.views.compare import compare_summary
@@ -153,7 +154,7 @@ def test_compare_view_reads_timing_rows_unchanged(tmp_path: Path) -> None:
         warnings=[],
         artifacts={},
         seconds=0.0,
-        extra={},
+        facts=RunFacts(),
         dropped={},
         suspects=[],
         preflight=None,

@@ -54,9 +54,9 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]
     yield root, run.run_id
 
 
-def edit_result(run_dir: Path, **extra: Any) -> None:
+def edit_result(run_dir: Path, **facts: Any) -> None:
     data = json.loads((run_dir / "result.json").read_text())
-    data["extra"].update(extra)
+    data["facts"].update(facts)
     (run_dir / "result.json").write_text(json.dumps(data))
 
 
@@ -103,7 +103,7 @@ def test_a_cpu_timing_run_records_its_probe_before_after_and_during(
             configs=[{"n": 1000}],
             runs=5,
         )
-    probes = run.extra["cpu_probe_ns"]  # before, after, and the median of one per run
+    probes = run.facts.cpu_probe_ns  # before, after, and the median of one per run
     assert len(probes) == 3 and all(p > 0 for p in probes), probes
 
 
@@ -161,9 +161,9 @@ def test_runs_without_probes_are_compared_and_say_so(real: tuple[Path, str]) -> 
 
 
 def test_the_rule_decides_at_its_limits() -> None:
-    quiet = {"cpu_probe_ns": [QUIET_NS, QUIET_NS * 1.1]}
-    assert gate.machine_speed(quiet, {"cpu_probe_ns": [QUIET_NS * 1.6]}) == (None, None)
-    why, _ = gate.machine_speed(quiet, {"cpu_probe_ns": [QUIET_NS * 1.66]})
+    quiet = [QUIET_NS, QUIET_NS * 1.1]
+    assert gate.machine_speed(quiet, [QUIET_NS * 1.6]) == (None, None)
+    why, _ = gate.machine_speed(quiet, [QUIET_NS * 1.66])
     assert why and "1.51x slower" in why
     rows = [{"RelativeStdDevPct": 1.0}, {"RelativeStdDevPct": 3.0}]
     assert gate.noisier(rows, [{"RelativeStdDevPct": 8.0}]) is None  # 8 / max(2, 2) = 4

@@ -335,7 +335,7 @@ from nsight_agent.engine import pipeline
 from nsight_agent.request import ProfileRequest
 req = ProfileRequest(source=demo.EXAMPLE_SOURCE, configs={"n": [1 << k for k in range(12, 22)]}, runs=5)
 result = pipeline.profile(req, runs_root=Path(sys.argv[1]))
-print("COLLECTION", result.extra.get("collection"))
+print("COLLECTION", result.facts.collection)
 """
 
 

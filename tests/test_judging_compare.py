@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.views import compare
@@ -215,7 +216,7 @@ def fake_run(
         warnings=[],
         artifacts={},
         seconds=1.23456,
-        extra={},
+        facts=RunFacts(),
         dropped={},
         suspects=[],
         preflight=None,

@@ -97,14 +97,14 @@ def test_a_diagnosis_whose_calls_launch_only_its_kernels_goes_through_the_target
     with LocalExecutor(["cpu"], targets=1) as executor:
         pool = ready_pool(executor)
         run = pipeline.profile(diagnosing(), runs_root=root, preflight=preflight, targets=pool)
-        assert run.extra["collection"] == "pre-launched"
-        assert run.extra["collected_plain"] == plain_collect.SAID
+        assert run.facts.collection == "pre-launched"
+        assert run.facts.collected_plain == plain_collect.SAID
         assert run.kernels == KERNELS and all(c.ok for c in run.checks)
         assert pool.wait_ready(180), pool.info()
         seen = {"triton_add": [["add_kernel", "vectorized_elementwise_kernel<4>"]]}
         cold = pipeline.profile(diagnosing(), runs_root=root, preflight=preflight, targets=pool)
-    assert cold.extra["collection"].startswith("cold: torch operator ranges")
-    assert "collected_plain" not in cold.extra
+    assert cold.facts.collection.startswith("cold: torch operator ranges")
+    assert cold.facts.collected_plain is None
     assert len(calls(stand_in, "attach")) == 1 and cold.kernels == KERNELS
 
 
@@ -135,9 +135,9 @@ def test_on_a_gpu_a_triton_kernels_diagnosis_runs_on_the_target_as_a_cold_one_re
         warm = diagnose_source(fields, Measuring(tmp_path, executor))
     cold = diagnose_source(fields, Measuring(tmp_path))
     served = load_run(str(warm.run_id), runs_root=tmp_path)
-    assert served.extra["collection"] == "pre-launched", served.extra["collection"]
-    assert served.extra["collected_plain"] == plain_collect.SAID and warm.sampled is None
-    assert load_run(str(cold.run_id), runs_root=tmp_path).extra["collection"].startswith("cold")
+    assert served.facts.collection == "pre-launched", served.facts.collection
+    assert served.facts.collected_plain == plain_collect.SAID and warm.sampled is None
+    assert load_run(str(cold.run_id), runs_root=tmp_path).facts.collection.startswith("cold")
     (w,), (c,) = warm.kernels, cold.kernels
     assert w.diagnosis.kernel == c.diagnosis.kernel == "add_kernel"
     assert w.diagnosis.headline.split(":")[0] == c.diagnosis.headline.split(":")[0]

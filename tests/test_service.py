@@ -20,6 +20,7 @@ import pytest
 from nsight_agent.diagnose import by_name, checks_memory, kernel
 from nsight_agent.engine.executors.base import Executor, JobHandle
 from nsight_agent.engine.pipeline import Job, Progress
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import RunResult
 from nsight_agent.errors import (
     InvalidRequestError,
@@ -50,12 +51,12 @@ class StandInExecutor(Executor):
         fail_timing: Exception | None = None,
         kernels: int = 2,
         first_report: Path = PLANTED,
-        extra: dict[str, Any] | None = None,
+        facts: RunFacts | None = None,
         fail_first: Exception | None = None,
     ) -> None:
         self.tmp = tmp
         self.fail_first = fail_first  # what the first profile job raises (ncu refusing it)
-        self.extra = extra or {}  # what each profile run's result carries (a budget's plan)
+        self.facts = facts or RunFacts()  # what each profile run's result carries (a budget's plan)
         self.first_report = first_report
         self.jobs: list[Job] = []
         self.fail_timing = fail_timing
@@ -98,7 +99,7 @@ class StandInExecutor(Executor):
                 warnings=[],
                 artifacts={},
                 seconds=0.0,
-                extra=dict(self.extra) if job.mode != "timing" else {},
+                facts=self.facts.model_copy() if job.mode != "timing" else RunFacts(),
             )
         )
         return handle

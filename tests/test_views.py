@@ -11,6 +11,7 @@ import ncu_report
 import pytest
 
 from nsight_agent.engine.pipeline import OutputCheck
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.errors import ExtractionError, InvalidRequestError
 from nsight_agent.views import common, compare, report, roofline, runs, text
 
@@ -316,7 +317,7 @@ def _cpu_timing_run(n: int) -> Any:
         ],
         artifacts={},
         seconds=1.0,
-        extra={"method": "perf_counter"},
+        facts=RunFacts(method="perf_counter"),
         dropped={},
         suspects=[],
         preflight=None,

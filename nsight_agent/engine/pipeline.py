@@ -50,6 +50,7 @@ from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store import records
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -233,10 +234,9 @@ def profile(
 
         record.stage("extract")
         result = _measured_run(request, run_dir, run_id, pre, collected.seconds)
-        result.extra["collection"] = collected.path
-        result.extra.update({"collected_plain": collected.plain} if collected.plain else {})
+        result.facts.collection, result.facts.collected_plain = collected.path, collected.plain
         if plan:
-            result.extra.update({"budget": plan.line(), "budget_left_out": plan.left_out})
+            result.facts.budget, result.facts.budget_left_out = plan.line(), plan.left_out
         result.seconds = time.monotonic() - start
 
         record.stage("save")
@@ -302,11 +302,9 @@ def time_request(
             artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
             seconds=time.monotonic() - start,
             preflight=pre,
-            extra={
-                "method": timed.method,
-                "order": timed.order[:64],
-                "cpu_probe_ns": timed.cpu_probe_ns,
-            },
+            facts=RunFacts(
+                method=timed.method, order=timed.order[:64], cpu_probe_ns=timed.cpu_probe_ns
+            ),
             dropped={**pre.dropped, **timed.dropped},
             suspects=outputs.first_per_config([*pre.suspects, *timed.suspects]),
         )
@@ -378,6 +376,8 @@ def _measured_run(
     ]
     processed, raw = work.without(measured.processed, added), work.without(measured.raw, added)
     files.manifest.write_text(json.dumps(manifest, indent=1))
+    facts = measured.ncu_cost(seconds)
+    facts.profile_cuda_build = manifest.get("cuda_build")
     return RunResult(
         run_id=run_id,
         run_dir=run_dir,
@@ -391,7 +391,7 @@ def _measured_run(
         seconds=seconds,
         cuda_build=pre.cuda_build,
         preflight=pre,
-        extra={"profile_cuda_build": manifest.get("cuda_build"), **measured.ncu_cost(seconds)},
+        facts=facts,
         dropped={**pre.dropped, **records.dropped_from(manifest.get("dropped")), **uneven},
         suspects=outputs.first_per_config(found_suspects),
     )

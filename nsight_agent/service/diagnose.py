@@ -143,7 +143,7 @@ def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | Non
 def sampled_launches(run: RunResult) -> list[PreLaunch] | None:
     """The pre-flight's launches of a launch-sampled run (None for any other run, and for one
     a target served without sampling: ``engine/collection/plain_collect.py``)."""
-    if run.extra.get("collected_plain"):
+    if run.facts.collected_plain:
         return None
     manifest = read_manifest(run.run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
     try:
@@ -247,7 +247,7 @@ def diagnose_source(
     said = budget_note(run)
     d.budget = (
         f"{said}; what they would add: each kernel's deeper"
-        if said and run.extra.get("budget_left_out")
+        if said and run.facts.budget_left_out
         else said
     )
     return d

@@ -64,10 +64,10 @@ def profile(
 
 def budget_note(run: RunResult) -> str | None:
     """The run's budget line (what was kept and left out) and what its ncu run took."""
-    said, took = run.extra.get("budget"), run.extra.get("ncu_s")
-    if not isinstance(said, str):
+    said, took = run.facts.budget, run.facts.ncu_s
+    if said is None:
         return None
-    return said + (f"; ncu took {took:.1f} s" if isinstance(took, (int, float)) else "")
+    return said + (f"; ncu took {took:.1f} s" if took is not None else "")
 
 
 def refuse_counters(fields: dict[str, Any]) -> None:

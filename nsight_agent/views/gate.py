@@ -42,17 +42,13 @@ def drift_for(base_gpu: str | None, cand_gpu: str | None) -> float:
     return CPU_DRIFT_RSD_PCT if "cpu" in (base_gpu, cand_gpu) else DRIFT_RSD_PCT
 
 
-def _speed(extra: Mapping[str, Any]) -> float | None:
-    """The run's slowest probe (ns a call): the busiest moment of the machine it saw."""
-    probes = [float(p) for p in extra.get("cpu_probe_ns") or [] if isinstance(p, int | float)]
-    return max(probes) if probes else None
-
-
 def machine_speed(
-    base_extra: Mapping[str, Any], cand_extra: Mapping[str, Any]
+    base_probes: Sequence[float], cand_probes: Sequence[float]
 ) -> tuple[str | None, str | None]:
-    """(why two CPU runs are not comparable, or None; what could not be checked, or None)."""
-    b, c = _speed(base_extra), _speed(cand_extra)
+    """(why two CPU runs are not comparable, or None; what could not be checked, or None),
+    from each run's CPU speed probes (``RunFacts.cpu_probe_ns``). The slowest probe of a run
+    is the busiest moment of the machine it saw."""
+    b, c = max(base_probes, default=None), max(cand_probes, default=None)
     if b is None or c is None:
         return None, f"machine speed (CPU probe not recorded: baseline {b}, this run {c})"
     ratio = c / b

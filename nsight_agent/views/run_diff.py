@@ -123,7 +123,7 @@ def pick_variant(run: RunResult, wanted: str | None, prefer: str | None = None) 
 def facts(run: RunResult, variant: str, name: str | None = None) -> RunFacts:
     env = baselines.read_environment(run.run_dir)
     frame = run.processed
-    method = _first(frame, "Method") or str(run.extra.get("method") or "ncu")
+    method = _first(frame, "Method") or str(run.facts.method or "ncu")
     gpu = _first(frame, "GPU") or env.get("gpu") or ("cpu" if method == "perf_counter" else None)
     status = run_status.read_status(run.run_dir) or {}
     started = status.get("started")
@@ -197,7 +197,7 @@ def comparability(
     same("GPU model", base.gpu, cand.gpu)
     if base.gpu == "cpu" and cand.gpu == "cpu":
         same("host (CPU timing)", base.host, cand.host)
-        slow, unknown = gate.machine_speed(base_run.extra, cand_run.extra)
+        slow, unknown = gate.machine_speed(base_run.facts.cpu_probe_ns, cand_run.facts.cpu_probe_ns)
         reasons += [slow] if slow else []
         unverified += [unknown] if unknown else []
     same("clock control", base.clock_control, cand.clock_control)

@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.records import DroppedVariant, RunFiles, Suspect
 from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
 from nsight_agent.errors import InvalidRequestError
@@ -33,7 +34,7 @@ class RunLike(Protocol):
     warnings: list[str]
     artifacts: dict[str, Path]
     seconds: float
-    extra: dict[str, Any]  # method (timing path), collection (ncu path), ...
+    facts: RunFacts  # method (timing path), collection (ncu path), ...
     preflight: PreflightResult | None  # its builds, for the compile note
     dropped: dict[str, DroppedVariant]
     suspects: list[Suspect]
@@ -243,7 +244,7 @@ def metric_labels(run: RunLike) -> dict[str, str]:
 
 def timing_method(run: RunLike, frame: pd.DataFrame) -> str | None:
     """The timing path's timer (cupti, cuda_events, perf_counter), None for an ncu run."""
-    method = run.extra.get("method")
+    method = run.facts.method
     if method is None and "Method" in frame.columns and len(frame):
         method = frame["Method"].dropna().iloc[0] if frame["Method"].notna().any() else None
     return str(method) if method and str(method) != "ncu" else None
@@ -381,8 +382,7 @@ def profile_summary(
 
 def _collection(run: RunLike) -> str | None:
     """The collect stage's path, as the run recorded it (kept short: answers are paid for)."""
-    path = run.extra.get("collection")
-    return None if not path else str(path)[:160]
+    return (run.facts.collection or "")[:160] or None
 
 
 class RowsPage(BaseModel):

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from nsight_agent.engine.collection import work
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.retention import run_folders
 from nsight_agent.request import ProfileRequest
 
@@ -71,12 +72,12 @@ def _points(runs_root: Path) -> list[tuple[float, float]]:
     points = []
     for folder in run_folders(runs_root)[:FIT_RUNS]:
         try:
-            extra = json.loads((folder / "result.json").read_text()).get("extra") or {}
+            facts = RunFacts.from_stored(json.loads((folder / "result.json").read_text()))
         except (OSError, ValueError, AttributeError):
             continue
-        passes, seconds = extra.get("ncu_passes"), extra.get("ncu_s")
-        if isinstance(passes, (int, float)) and isinstance(seconds, (int, float)) and passes > 0:
-            points.append((float(passes), float(seconds)))
+        passes, seconds = facts.ncu_passes, facts.ncu_s
+        if passes is not None and seconds is not None and passes > 0:
+            points.append((passes, seconds))
     return points
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from nsight_agent.engine.collection import aggregate, call_markers, derived, extract
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.errors import ExtractionError, ProfiledProcessError
 
 
@@ -25,15 +26,13 @@ class Measured:
     raw: pd.DataFrame
     processed: pd.DataFrame
 
-    def ncu_cost(self, seconds: float) -> dict[str, float]:
+    def ncu_cost(self, seconds: float) -> RunFacts:
         """What the ncu run cost, kept with the run (what a profiling budget would learn
         from): its wall time, the kernels it profiled and their replay passes."""
         passes = [r.passes for r in self.records if r.passes == r.passes]  # NaN: not reported
-        return {
-            "ncu_s": round(seconds, 3),
-            "ncu_kernels": len(self.records),
-            "ncu_passes": sum(passes),
-        }
+        return RunFacts(
+            ncu_s=round(seconds, 3), ncu_kernels=len(self.records), ncu_passes=sum(passes)
+        )
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

@@ -8,7 +8,7 @@ whose every measured call launches only kernels the source defines (a Triton or 
 of the user's, not inside any torch operator) and few of them, neither changes the answer:
 no operator to group by, every launch profiled anyway. Then, where the slot has a target
 ready, the collect stage runs without them (``--no-op-ranges``) through the target and the
-run says so (``extra["collected_plain"]``).
+run says so (``RunFacts.collected_plain``).
 """
 
 from __future__ import annotations

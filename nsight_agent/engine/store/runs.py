@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from nsight_agent.engine import bytecode
 from nsight_agent.engine.harness import render
+from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.records import (
     DroppedVariant,
     RunFiles,
@@ -109,7 +110,7 @@ class RunResult:
     seconds: float
     cuda_build: dict[str, Any] | None = None  # first build of this request (pre-flight)
     preflight: PreflightResult | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    facts: RunFacts = field(default_factory=RunFacts)  # what its stages learned of it
     dropped: dict[str, DroppedVariant] = field(default_factory=dict)  # as PreflightResult's
     suspects: list[Suspect] = field(default_factory=list)
     status: str = "passed"  # passed | failed | timed_out | cancelled | interrupted (status.json)
@@ -204,7 +205,7 @@ def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
         seconds=data["seconds"],
         cuda_build=data.get("cuda_build"),
         preflight=PreflightResult(**pre) if pre else None,
-        extra=data.get("extra", {}),
+        facts=RunFacts.from_stored(data),
         dropped=dropped_from(data.get("dropped")),
         suspects=suspects_from(data.get("suspects")),
     )
@@ -338,7 +339,7 @@ def save_result(result: RunResult) -> None:
         "seconds": result.seconds,
         "cuda_build": result.cuda_build,
         "preflight": result.preflight.model_dump() if result.preflight else None,
-        "extra": result.extra,
+        "facts": result.facts.model_dump(mode="json", exclude_defaults=True),
         "dropped": {name: d.model_dump() for name, d in result.dropped.items()},
         "suspects": [s.model_dump() for s in result.suspects],
     }

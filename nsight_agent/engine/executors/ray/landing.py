@@ -19,6 +19,7 @@ from nsight_agent.engine.executors.base import Job, JobResult
 from nsight_agent.engine.executors.ray import node as ray_node
 from nsight_agent.engine.executors.ray import scratch as ray_scratch
 from nsight_agent.engine.executors.ray.cluster import RemoteJobError
+from nsight_agent.engine.store.facts import RanOn
 from nsight_agent.engine.store.run_status import tag_run
 from nsight_agent.engine.store.runs import PreflightResult, check_run_id, load_run
 from nsight_agent.errors import NsightAgentError, RunCancelledError
@@ -39,7 +40,7 @@ def land(out: dict[str, Any], job: Job, root: Path) -> JobResult:
     if job.mode == "preflight":
         return PreflightResult.model_validate_json(out["preflight"])
     run = load_run(out["run_id"], runs_root=root)
-    run.extra["executor"] = {k: out[k] for k in WHERE_KEYS}
+    run.facts.executor = RanOn(**{k: out[k] for k in WHERE_KEYS})
     return run
 
 
