@@ -1,0 +1,90 @@
+"""Results as data: each bench suite writes one JSON file per run,
+``bench/results/<suite>/<date>-<gpu>-<commit>.json``, holding the environment it ran in (GPU,
+driver, ncu, Python, torch, commit, date), its inputs and its figures. docs/BENCHMARKS.md is
+built from these files; nothing in the docs states a figure that no file here holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def _quiet(argv: list[str]) -> str | None:
+    """The first line a command prints, or None when it is missing or fails."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    return lines[-1] if done.returncode == 0 and lines else None
+
+
+def commit() -> str:
+    """The checkout's short commit, marked when tracked files differ from it."""
+    head = _quiet(["git", "-C", str(ROOT), "rev-parse", "--short=7", "HEAD"]) or "unknown"
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return f"{head}+dirty" if dirty and head != "unknown" else head
+
+
+def environment() -> dict[str, Any]:
+    """Where a result was measured: enough to reproduce it and to compare like with like."""
+    gpu = _quiet(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    name, _, driver = (gpu or "").partition(",")
+    torch_version = None
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:
+        pass
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit(),
+        "gpu": name.strip() or None,
+        "driver": driver.strip() or None,
+        "ncu": _quiet(["ncu", "--version"]),
+        "python": platform.python_version(),
+        "torch": torch_version,
+    }
+
+
+def slug(text: str | None) -> str:
+    """A file-name-safe form of a GPU name ("NVIDIA H200" -> "h200")."""
+    if not text:
+        return "cpu"
+    short = re.sub(r"^nvidia\s+", "", text.strip(), flags=re.IGNORECASE)
+    return re.sub(r"[^a-z0-9]+", "-", short.lower()).strip("-") or "gpu"
+
+
+def write(suite: str, payload: dict[str, Any], root: Path = RESULTS) -> Path:
+    """``payload`` (inputs and figures) with the environment, as the suite's newest file."""
+    env = environment()
+    day = env["date"][:10]
+    path = root / suite / f"{day}-{slug(env['gpu'])}-{env['commit'].replace('+', '-')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"suite": suite, "environment": env, **payload}, indent=1) + "\n")
+    return path
+
+
+def latest(suite: str, root: Path = RESULTS, before: Path | None = None) -> dict[str, Any] | None:
+    """The suite's newest results file (older than ``before`` when given), read; None if none."""
+    folder = root / suite
+    found = sorted(p for p in folder.glob("*.json") if before is None or p.name < before.name)
+    return json.loads(found[-1].read_text()) if found else None
