@@ -325,3 +325,29 @@ def test_the_child_side_imports_no_front_end_weight() -> None:
         check=True,
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.gpu
+def test_a_cuda_extension_is_built_once_per_warm_worker_for_both_its_jobs(tmp_path: Path) -> None:
+    """The warm worker's pre-flight builds (or loads) the extension; its timing job and the
+    next request's pre-flight take the loaded one through the same adapter."""
+    from nsight_agent.engine import pipeline
+    from nsight_agent.engine.worker.pool import WorkerPool
+
+    source = (EXAMPLES / "cuda_vector_add.py").read_text()
+    variants = [{"name": "torch", "entry": "reference"}, {"name": "cuda", "entry": "run"}]
+    req = ProfileRequest.model_validate(
+        {"source": source, "language": "cuda", "configs": {"n": [1 << 20]}, "variants": variants}
+    )
+    with WorkerPool() as pool:
+        first = pipeline.time_request(req, pool, runs_root=tmp_path, device="cuda")
+        second = pipeline.time_request(req, pool, runs_root=tmp_path, device="cuda")
+    for run in (first, second):
+        assert run.processed["OutputOK"].all() and all(c.ok for c in run.checks)
+    assert first.preflight is not None and second.preflight is not None
+    assert first.preflight.cuda_build is not None and second.preflight.cuda_build is not None
+    assert first.preflight.cuda_build["mode"] == "load_inline"
+    assert (second.preflight.cuda_build["seconds"], second.preflight.cuda_build["cache_hit"]) == (
+        0.0,
+        True,
+    )

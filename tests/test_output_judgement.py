@@ -145,3 +145,46 @@ def test_a_candidates_invalid_output_makes_it_incorrect_with_its_reason_on_both_
     assert summary.overall["bad"].geomean_speedup is None
     shown = summary.configs[0].variants["bad"]
     assert shown.speedup is None and shown.check is not None and message in shown.check
+
+
+# --- on the GPU: the ncu run itself beside the timing method -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpu_pool() -> Iterator[WorkerPool]:
+    with WorkerPool() as p:
+        yield p
+
+
+def by_ncu(req: ProfileRequest, root: Path) -> Judgement:
+    try:
+        run = pipeline.profile(req, runs_root=root)
+    except SourceError as err:
+        return failed_request(err)
+    return candidate(run.dropped, run.checks)
+
+
+def by_timing(req: ProfileRequest, root: Path, pool: WorkerPool) -> Judgement:
+    try:
+        run = pipeline.time_request(req, pool, runs_root=root, device="cuda")
+    except SourceError as err:
+        return failed_request(err)
+    return candidate(run.dropped, run.checks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("alone", [True, False], ids=["baseline", "candidate"])
+@pytest.mark.parametrize("kind", list(OUTPUTS))
+def test_the_ncu_run_and_the_timing_method_judge_alike_on_the_gpu(
+    kind: str, alone: bool, tmp_path: Path, gpu_pool: WorkerPool
+) -> None:
+    """Under ncu (pre-flight and the profiled process) and on a CUDA warm worker: the same
+    judgement and message as on the CPU (a string or None launches no kernel, and is still
+    judged by its outputs first)."""
+    if alone and kind in ("shape", "dtype"):
+        pytest.skip("a baseline alone has nothing to compare its shape or dtype with")
+    req = request(kind, alone)
+    _, reason, message = OUTPUTS[kind]
+    expected = ("request fails", "check", message) if alone else ("incorrect", reason, message)
+    assert by_ncu(req, tmp_path / "ncu") == expected
+    assert by_timing(req, tmp_path / "timing", gpu_pool) == expected

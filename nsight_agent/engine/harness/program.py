@@ -77,14 +77,26 @@ class Program:
         self.manifest = files.manifest
         self.tolerance = Tolerance(spec["rtol"], spec["atol"], spec["tolerances"])
 
-    # --- load ------------------------------------------------------------------------------
-
     def run(self) -> None:
         if self.args.gate:  # started beside the pre-flight: its verdict first
             skip = program_io.wait_for_gate(self.args.gate, self.args.device)
             if skip is None:
                 return
             self.args.skip = skip
+        self.load()
+        for ci, config in enumerate(self.spec["configs"]):
+            self.config(ci, config)
+        if runtime.LOST_CALLS:  # those calls are not counted; the others' counts stand
+            lost = runtime.LOST_CALLS
+            what = "those calls' kernels were not counted"
+            self.manifest["notes"].append(gpu_activity.lost_note(sum(lost), len(lost), what))
+            self.files.write_manifest()
+
+    # --- load ------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """The sources through the loader both methods call, and the manifest's start: it is
+        written only once they loaded (a manifest missing means the import ended the process)."""
         spec, manifest = self.spec, self.manifest
         self.variants = [v for v in spec["variants"] if v["name"] not in self.args.skip]
         manifest.update(mode="preflight" if self.args.preflight else "profile", device=self.device)
@@ -108,13 +120,6 @@ class Program:
         runs = min(spec["runs"], 2) if self.args.preflight else spec["runs"]
         self.runs = runs if loaded.prepared.run_entries else 0
         self.total = len(spec["configs"]) * len(self.variants) * runs
-        for ci, config in enumerate(spec["configs"]):
-            self.config(ci, config)
-        if runtime.LOST_CALLS:  # those calls are not counted; the others' counts stand
-            lost = runtime.LOST_CALLS
-            what = "those calls' kernels were not counted"
-            manifest["notes"].append(gpu_activity.lost_note(sum(lost), len(lost), what))
-            self.files.write_manifest()
 
     def live(self) -> list[VariantSpec]:
         return [v for v in self.variants if v["name"] not in self.dropped]
