@@ -3,7 +3,7 @@ module constants, the classes it defines, and KernelBench's correctness rule as 
 
 A problem defines ``class Model``, ``get_inputs()`` and ``get_init_inputs()``, its sizes as
 module constants (``M = 1024``); a candidate defines ``class ModelNew``. The harness side
-(``engine/harness/kernelbench.py``) turns both into the kernel contract's setup and entries.
+(``engine/harness/languages/kernelbench.py``) turns both into the kernel contract's setup and entries.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import torch
 from nsight_agent.engine.collection import extract as extraction
 from nsight_agent.engine.harness import checks, cuda_build, render
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.harness.spec import read_spec
 from nsight_agent.engine.process import child_env
 from nsight_agent.errors import HarnessError, NsightAgentError
 from nsight_agent.request import ProfileRequest, Variant
@@ -149,24 +150,26 @@ def request_for(example: str, language: str, **kwargs: Any) -> ProfileRequest:
 
 
 @pytest.mark.parametrize(
-    ("example", "language", "specific"),
+    ("example", "language"),
     [
-        ("triton_vector_add.py", "triton", 'os.environ.setdefault("TRITON_INTERPRET", "1")'),
-        ("torch_softmax.py", "torch", 'entries[v["name"]] = fn'),
-        ("torch_compile_gelu.py", "torch_compile", "torch.compile(fn"),
-        ("cuda_vector_add.py", "cuda", "functools.partial(fn, ext)"),
+        ("triton_vector_add.py", "triton"),
+        ("torch_softmax.py", "torch"),
+        ("torch_compile_gelu.py", "torch_compile"),
+        ("cuda_vector_add.py", "cuda"),
     ],
 )
-def test_each_language_renders_valid_python_with_the_call_ranges(
-    tmp_path: Path, example: str, language: str, specific: str
+def test_each_language_renders_its_spec_and_a_call_into_the_program(
+    tmp_path: Path, example: str, language: str
 ) -> None:
+    """One template for every language: SPEC (read back as it was written, nothing of the
+    harness run) and a call into the measuring program, whose adapter is the language's."""
     req = request_for(example, language, configs=[{"n": 1, "rows": 2, "cols": 3}])
     harness = render.write_run_files(req, tmp_path, tmp_path / "cache")
     text = harness.read_text()
     compile(text, str(harness), "exec")
-    assert specific in text
-    assert 'nvtx.start_range(f"call={index}", domain=CALL_DOMAIN)' in text
-    assert "with annotate(name), runtime.op_ranges(" in text
+    assert "program.main(SPEC, sys.argv[1:])" in text
+    assert read_spec(harness) == render.spec_for(req, tmp_path / "cache")[0]
+    assert read_spec(harness)["language"] == language
     assert (tmp_path / "user_source.py").read_text() == req.source
 
 

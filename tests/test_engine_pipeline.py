@@ -17,6 +17,9 @@ from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import early_ncu, outputs, preflight_run
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.harness.languages import adapter_for
+from nsight_agent.engine.harness.languages.torch_compile import TorchCompileAdapter
+from nsight_agent.engine.harness.spec import read_spec
 from nsight_agent.errors import InvalidRequestError, NsightAgentError, RunCancelledError
 from nsight_agent.request import ProfileRequest, Variant
 
@@ -94,8 +97,8 @@ def test_torch_compile_example_compiles_and_matches_on_cpu(tmp_path: Path) -> No
     result = preflight(req, tmp_path)
     assert result.ok, result.errors
     assert [(c.variant, c.ok) for c in result.checks] == [("ref", True), ("compiled", True)]
-    harness = (tmp_path / str(result.run_id) / "harness.py").read_text()
-    assert "torch.compile(fn" in harness
+    spec = read_spec(tmp_path / str(result.run_id) / "harness.py")
+    assert adapter_for(spec["language"]) is TorchCompileAdapter  # wraps every entry
 
 
 @needs_nvcc

@@ -15,7 +15,7 @@ import torch
 from nsight_agent.engine.harness import runtime
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import OutputCheck
-from nsight_agent.engine.worker import timing
+from nsight_agent.engine.worker import timing, timing_result
 from nsight_agent.views.compare import compare_summary
 
 FAST = timing.TimingOptions(min_runs=6, max_runs=12, max_seconds=5.0)
@@ -166,12 +166,12 @@ def test_compare_view_reads_timing_rows_unchanged(tmp_path: Path) -> None:
 
 
 def test_a_deterministic_sample_set_gives_exact_statistics() -> None:
-    stats = timing.summarize([10.0, 10.0, 10.0, 10.0, 10.0, 10.0], 1.5)
+    stats = timing_result.summarize([10.0, 10.0, 10.0, 10.0, 10.0, 10.0], 1.5)
     assert stats["MedianValue"] == 10.0 and stats["StdDev"] == 0.0
     assert stats["StableMeasurement"] is True
-    lo, hi = timing.median_ci(list(range(1, 101)))
+    lo, hi = timing_result.median_ci(list(range(1, 101)))
     assert lo < 50.5 < hi and hi - lo < 25
-    assert timing.summarize([1.0, 2.0, 30.0], 1.5)["StableMeasurement"] is False
+    assert timing_result.summarize([1.0, 2.0, 30.0], 1.5)["StableMeasurement"] is False
 
 
 def test_bad_arguments_are_refused() -> None:

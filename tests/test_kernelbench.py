@@ -22,8 +22,9 @@ from pydantic import ValidationError
 
 from nsight_agent import kernelbench
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.harness import kernelbench as adapter_module
 from nsight_agent.engine.harness import render, runtime
+from nsight_agent.engine.harness.languages import kernelbench as adapter_module
+from nsight_agent.engine.harness.verdicts import Tolerance, Verdicts
 from nsight_agent.engine.process import child_env
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.engine.worker import timing_run
@@ -135,7 +136,7 @@ def test_overrides_reach_get_inputs_and_models_get_equal_weights(tmp_path: Path)
     problem = load(tmp_path, "kb_problem", PROBLEM)
     honest = load(tmp_path, "kb_honest", candidate("honest"))
     own_seed = load(tmp_path, "kb_own_seed", candidate("own_seed"))
-    adapter = adapter_module.Adapter(problem, [problem, honest, own_seed], seed=3)
+    adapter = adapter_module.Problem(problem, [problem, honest, own_seed], seed=3)
     (x,) = adapter.setup(device="cpu", batch_size=4)
     assert x.shape == (4, 64) and problem.batch_size == 4 and honest.batch_size == 4
     ref = adapter.build(problem.Model)
@@ -184,11 +185,11 @@ def test_the_trials_keep_every_input_alive_until_the_device_is_synchronized(
     monkeypatch.setattr(
         adapter_module.runtime, "build_inputs", lambda setup, config, device: setup(**config)
     )
-    checks = adapter_module.trials(
-        setup, {"ref": entry, "new": entry, "other": entry}, {"n": 8},
-        baseline="ref", device="cpu", seed=1, table={"float32": (1e-2, 1e-2)}, config_index=0,
-    )  # fmt: skip
-    assert checks == []
+    tolerance = Tolerance(table={"float32": (1e-2, 1e-2)})
+    verdicts = Verdicts("ref", tolerance, 0, {"n": 8}, runtime.Dropped("ref"))
+    entries = {"ref": entry, "new": entry, "other": entry}
+    adapter_module.trials(setup, entries, verdicts, device="cpu", seed=1)
+    assert verdicts.rows == [] and not verdicts.dropped
     assert len(alive_at_sync) == kernelbench.TRIALS
     assert all(alive == [True, True, True] for alive in alive_at_sync)
 

@@ -13,7 +13,7 @@ import pytest
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import plain_collect, preflight_run
 from nsight_agent.engine.executors.local import LocalExecutor
-from nsight_agent.engine.harness import runtime
+from nsight_agent.engine.harness import program_io
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.request import ProfileRequest
 from nsight_agent.source_kernels import defined_in
@@ -76,8 +76,8 @@ def test_a_profiler_spells_the_sources_kernels_the_same() -> None:
 
 
 def test_the_harness_can_leave_the_operator_ranges_out() -> None:
-    assert runtime.parse_args(["--device", "cpu"]).op_ranges
-    assert not runtime.parse_args(["--device", "cpu", "--no-op-ranges"]).op_ranges
+    assert program_io.parse_args(["--device", "cpu"]).op_ranges
+    assert not program_io.parse_args(["--device", "cpu", "--no-op-ranges"]).op_ranges
 
 
 def test_a_diagnosis_whose_calls_launch_only_its_kernels_goes_through_the_target(

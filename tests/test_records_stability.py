@@ -2,7 +2,7 @@
 
 The rule: a measurement is stable when its relative standard deviation is below
 ``STABLE_RSD_PCT`` (2 %), on the ncu path (``collection/aggregate.py``) and on the timing path
-(``worker/timing.py``) alike; the answers state it (``Stat.stable``'s description, the warning)
+(``worker/timing_result.py``) alike; the answers state it (``Stat.stable``'s description, the warning)
 and show the RSD beside it.
 """
 
@@ -15,7 +15,7 @@ import pandas as pd
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
-from nsight_agent.engine.worker import timing
+from nsight_agent.engine.worker import timing_result
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
 from nsight_agent.views.common import dump
@@ -26,12 +26,12 @@ def test_the_timing_path_applies_the_stated_rsd_rule() -> None:
     quiet = [100.0, 100.5, 99.6, 100.2, 99.9]
     noisy = [100.0, 140.0, 80.0, 120.0, 95.0]  # a tight median interval, a wide spread
     for samples in (quiet, noisy):
-        row = timing.summarize(samples, ci_target_pct=1.5)
+        row = timing_result.summarize(samples, ci_target_pct=1.5)
         assert row["StableMeasurement"] == (row["RelativeStdDevPct"] < STABLE_RSD_PCT)
-    assert timing.summarize(quiet, 1.5)["StableMeasurement"] is True
-    assert timing.summarize(noisy, 1.5)["StableMeasurement"] is False
+    assert timing_result.summarize(quiet, 1.5)["StableMeasurement"] is True
+    assert timing_result.summarize(noisy, 1.5)["StableMeasurement"] is False
     # A single sample has no spread: not stable, and no made-up RSD.
-    one = timing.summarize([5.0], 1.5)
+    one = timing_result.summarize([5.0], 1.5)
     assert one["StableMeasurement"] is False and pd.isna(one["RelativeStdDevPct"])
 
 

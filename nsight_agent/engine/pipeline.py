@@ -174,7 +174,7 @@ def preflight(
             run_dir, request, device or _default_device(), poll=_poller(cancel, None, None, 0)
         )
         result.run_id = run_id
-        if result.ok or result.stage in ("check", "variant"):
+        if not preflight_run.broken_run(result):
             record.passed(_variant_failures(result.checks, result.dropped))
         else:
             record.failed(SourceError(result.stage or "entry", "\n".join(result.errors)))

@@ -1,7 +1,7 @@
 """The collect stage started beside the pre-flight (``NSIGHT_AGENT_EARLY_NCU=0``: after it).
 
 The harness under ncu starts with the pre-flight, imports torch, brings CUDA up and waits for
-a gate file (``runtime.wait_for_gate``); the pipeline writes the pre-flight's verdict there
+a gate file (``program_io.wait_for_gate``); the pipeline writes the pre-flight's verdict there
 (the variants to skip) or "stop". Measuring still starts only after the pre-flight: what
 overlaps is the profiled interpreter's start, its imports and its CUDA context, with the
 pre-flight and a candidate's compile. On the H200 (2026-12-04, docs/GPU_RUNS.md) a

@@ -98,6 +98,7 @@ def result_from_files(
         tail = output.read_text(errors="replace")[-4000:] if output.exists() else ""
         err = source_error(run_dir / f"{prefix}error.json", tail, returncode)
         result.ok, result.stage, result.line = False, err.stage, err.line
+        result.harness_failed = True
         result.errors.append(err.message)
     else:
         early = early_exit(found, request, min(request.runs, 2), 0)
@@ -290,11 +291,16 @@ def _no_kernel(manifest: dict[str, Any], variant: str, config: int) -> tuple[Dro
     )
 
 
+def broken_run(pre: PreflightResult) -> bool:
+    """The run itself broke: the source does not import, setup or the baseline fails (its
+    outputs invalid too: the harness ends with an error at stage check). A variant that
+    failed alone (``pre.dropped``, or wrong values, measured and flagged) does not."""
+    return not pre.ok and (pre.harness_failed or pre.stage not in ("check", "variant"))
+
+
 def raise_if_broken(pre: PreflightResult) -> None:
-    """Raise SourceError when the run itself is broken: the source does not import, setup or
-    the baseline fails. A variant that failed alone is in ``pre.dropped`` and does not raise;
-    wrong values alone are measured and flagged not ok."""
-    if pre.ok or pre.stage in ("check", "variant"):
+    """Raise SourceError when the run itself is broken (``broken_run``)."""
+    if not broken_run(pre):
         return
     message = "\n".join(pre.errors) or "the pre-flight run failed"
     err = SourceError(pre.stage or "entry", message, line=pre.line)

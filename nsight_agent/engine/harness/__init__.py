@@ -1,5 +1,8 @@
-"""Harnesses from templates: render a runnable program around a user's kernel source.
+"""The harness: a runnable program around a user's kernel source, and the code it runs.
 
-``render`` and ``cuda_build`` are imported by the pipeline (no torch needed); ``runtime`` and
-``checks`` run inside the rendered harness, next to the user's code.
+``render`` writes a run folder (the sources and ``harness.py``: SPEC and a call into
+``program``) and, with ``cuda_build``, is imported by the pipeline (no torch needed).
+Everything else runs where the user's code runs (the harness process, the warm timing
+worker): ``sources`` loads a run's sources through the language's adapter (``languages/``),
+``verdicts`` judges outputs, ``runtime`` calls the user's functions.
 """

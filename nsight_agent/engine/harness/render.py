@@ -1,30 +1,25 @@
 """Render a request into a run directory: the user's source file(s) and ``harness.py``.
 
-Templates live in the repository's top-level ``templates/`` folder (one base harness and a
-small template per language); they are found next to the package, so an installed copy
-needs that folder shipped beside it.
+The one template, ``templates/harness.py.j2`` (the repository's top-level folder; a wheel
+ships it inside the package), writes the request as SPEC (``spec.py``) and a call into the
+measuring program (``program.py``); what a language adds is its adapter's
+(``languages/``), run by that program.
 """
 
 from __future__ import annotations
 
 import pprint
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
 import nsight_agent.kernelbench as kernelbench
 from nsight_agent.engine import process
+from nsight_agent.engine.harness.spec import Spec, VariantSpec
 from nsight_agent.errors import NsightAgentError
 from nsight_agent.request import ProfileRequest
 
-TEMPLATES = {
-    "triton": "triton.py.j2",
-    "torch": "torch.py.j2",
-    "torch_compile": "torch_compile.py.j2",
-    "cuda": "cuda.py.j2",
-    "kernelbench": "kernelbench.py.j2",
-}
+TEMPLATE = "harness.py.j2"
 MAIN_MODULE = "user_source"
 
 
@@ -36,16 +31,16 @@ def template_dirs() -> list[Path]:
 
 def templates_dir() -> Path:
     for folder in template_dirs():
-        if (folder / "harness.py.j2").is_file():
+        if (folder / TEMPLATE).is_file():
             return folder
     return template_dirs()[0]
 
 
 def environment() -> jinja2.Environment:
     folder = templates_dir()
-    if not (folder / "harness.py.j2").is_file():
+    if not (folder / TEMPLATE).is_file():
         raise NsightAgentError(
-            "The harness templates are missing: no harness.py.j2 in "
+            f"The harness templates are missing: no {TEMPLATE} in "
             + ", ".join(map(str, template_dirs())),
             "Reinstall nsight-agent (the wheel ships nsight_agent/templates), or run from a "
             "clone of the repository.",
@@ -58,10 +53,10 @@ def environment() -> jinja2.Environment:
     )
 
 
-def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[dict[str, Any], dict[str, str]]:
+def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[Spec, dict[str, str]]:
     """The harness's SPEC and the source files to write beside it (file name -> text)."""
     files = {f"{MAIN_MODULE}.py": request.source}
-    variants = []
+    variants: list[VariantSpec] = []
     for i, v in enumerate(request.effective_variants()):
         module = MAIN_MODULE
         if v.source is not None and v.source != request.source:
@@ -72,7 +67,7 @@ def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[dict[str, Any],
         )
     if request.cuda_source is not None:
         files["kernel.cu"] = request.cuda_source
-    spec: dict[str, Any] = {
+    spec: Spec = {
         "language": request.language,
         "setup_module": MAIN_MODULE,
         "setup": request.setup,
@@ -104,15 +99,13 @@ def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[dict[str, Any],
     return spec, files
 
 
-def render(language: str, spec: dict[str, Any]) -> str:
+def render(spec: Spec) -> str:
     """The harness program's text; checked to be valid Python."""
-    template_name = TEMPLATES[language]
     text = (
         environment()
-        .get_template(template_name)
+        .get_template(TEMPLATE)
         .render(
-            language=language,
-            template_name=template_name,
+            language=spec["language"],
             # The spec holds only dicts, lists, str, numbers, bools and None: pformat writes
             # them as a valid (and readable) Python literal.
             spec_literal=pprint.pformat(spec, sort_dicts=False, width=96),
@@ -128,5 +121,5 @@ def write_run_files(request: ProfileRequest, run_dir: Path, cuda_cache: Path) ->
     for name, text in files.items():
         (run_dir / name).write_text(text)
     harness = run_dir / "harness.py"
-    harness.write_text(render(request.language, spec))
+    harness.write_text(render(spec))
     return harness

@@ -1,24 +1,19 @@
-"""Helpers the rendered harness calls: load the user's module, run its functions stage by
-stage, turn any failure into a structured error file, time nothing itself.
-
-Runs inside the harness process (cwd = the run directory), next to the user's code; the
-measurement loop itself is in the template, so a reader of ``harness.py`` sees what is timed.
+"""Helpers the harness program (``program.py``) and the timing loop call next to the user's
+code: load the user's module, run its functions stage by stage (any failure a
+``SourceError`` of its stage), build inputs, call entries and count their kernels; time
+nothing themselves.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
 import inspect
 import json
-import os
 import random
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,53 +22,8 @@ from nsight_agent.engine.harness import gpu_activity
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.harness.ext_builds import Builds
 
-ERROR_EXIT = 3
 USER_FILES: set[str] = set()
 LOST_CALLS: list[int] = []  # per pre-flight call whose kernel records CUPTI lost: how many
-
-
-@dataclass
-class Args:
-    preflight: bool
-    device: str
-    prefix: str
-    skip: list[str] = field(default_factory=list)
-    gate: str = ""  # started beside the pre-flight: its verdict's file (wait_for_gate)
-    op_ranges: bool = True  # off: no torch operator ranges (collection/plain_collect.py)
-
-
-def parse_args(argv: list[str]) -> Args:
-    parser = argparse.ArgumentParser(description="nsight-agent harness")
-    parser.add_argument("--preflight", action="store_true", help="run without the profiler")
-    parser.add_argument("--device", default=None, help="cuda (default when present) or cpu")
-    parser.add_argument("--prefix", default="", help="prefix of the files written")
-    parser.add_argument("--skip", default="", help="variants not to run (comma-separated)")
-    parser.add_argument("--gate", default="", help="wait for this file: the variants to skip")
-    parser.add_argument("--no-op-ranges", action="store_true", help="no torch operator ranges")
-    ns = parser.parse_args(argv)
-    device = ns.device or default_device()
-    if os.environ.get("NSIGHT_AGENT_PREFLIGHT") == "1":
-        ns.preflight = True
-    skip = [s for s in str(ns.skip).split(",") if s]
-    return Args(
-        bool(ns.preflight), str(device), str(ns.prefix), skip, str(ns.gate), not ns.no_op_ranges
-    )
-
-
-def wait_for_gate(path: str, device: str) -> list[str] | None:
-    """Started beside the pre-flight (collection/early_ncu.py): bring CUDA up, then wait for
-    the pre-flight's verdict: the variants to skip, or None when the run is stopped. Nothing
-    of the user's is imported before it, so a candidate's build is the pre-flight's."""
-    if device.startswith("cuda"):
-        import torch
-
-        torch.empty(1, device=device)  # the context, no kernel
-        synchronize(device)
-    gate = Path(path)
-    while not gate.exists():  # the process's own limit ends a wait that nobody ends
-        time.sleep(0.02)
-    verdict = json.loads(gate.read_text())
-    return None if verdict.get("stop") else [str(s) for s in verdict.get("skip", [])]
 
 
 def default_device() -> str:
@@ -353,38 +303,3 @@ def union_ns(intervals: Sequence[tuple[int, int]]) -> int:
             total += end - reach
             reach = end
     return total
-
-
-@dataclass
-class Files:
-    """Where the harness writes: beside itself, under an optional prefix (pre-flight)."""
-
-    prefix: str
-    manifest: dict[str, Any] = field(default_factory=dict)
-
-    def path(self, name: str) -> Path:
-        return Path(f"{self.prefix}{name}")
-
-    def write_manifest(self) -> None:
-        tmp = self.path("manifest.json.tmp")
-        tmp.write_text(json.dumps(self.manifest, indent=1, default=str))
-        tmp.replace(self.path("manifest.json"))
-
-    def progress(self, done: int, total: int, message: str) -> None:
-        with open(self.path("progress.txt"), "a") as f:
-            f.write(f"{done}/{total} {message}\n")
-
-    def write_error(self, err: SourceError) -> None:
-        self.path("error.json").write_text(json.dumps(err.to_dict(), indent=1))
-
-
-def unexpected(exc: BaseException) -> SourceError:
-    """A failure outside any stage (a harness bug or an interrupt), still structured."""
-    file, line = user_location(exc)
-    return SourceError(
-        "entry",
-        f"{type(exc).__name__}: {exc}",
-        line=line,
-        file=file,
-        traceback=traceback.format_exc(),
-    )

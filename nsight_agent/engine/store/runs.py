@@ -84,6 +84,9 @@ class PreflightResult(BaseModel):
     copies_ns: dict[str, dict[int, float]] = {}
     errors: list[str] = []
     stage: str | None = None  # where the first error happened: import/setup/compile/entry/check
+    # the harness itself ended with an error (its error file): the run broke at ``stage``,
+    # also at "check" (the baseline's outputs invalid), not only a variant
+    harness_failed: bool = False
     line: int | None = None  # its line in the user's source, when known
     notes: list[str] = []
     cuda_build: dict[str, Any] | None = None

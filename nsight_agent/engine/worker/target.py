@@ -79,9 +79,7 @@ def warm_imports() -> dict[str, Any]:
 
         info["triton"] = triton.__version__
     import nsight_agent.annotation
-    import nsight_agent.engine.harness.checks
-    import nsight_agent.engine.harness.integrity
-    import nsight_agent.engine.harness.runtime  # noqa: F401
+    import nsight_agent.engine.harness.program  # noqa: F401  (the loader, adapters, checks)
 
     return info
 

@@ -1,24 +1,31 @@
-"""KernelBench's conventions as the kernel contract, run in the harness and on the warm worker:
-the problem's ``get_inputs`` becomes ``setup``, each model class an entry, and KernelBench's
+"""KernelBench's conventions as the kernel contract: the problem's ``get_inputs`` becomes
+``setup`` (a config overrides its module constants), each model class an entry that
+measures ``model(*inputs)`` of a model built with the shared seed, and KernelBench's
 correctness rule (seeded trials, its tolerances) an extra check.
 
 The user's files are imported as they are (no code is added to them), so every error keeps
-the user's line numbers. A model is built inside its entry's first call of each config, which
-is never measured (the correctness call on the ncu path, warm-up on the timing path), so a
-candidate whose ``__init__`` raises is that candidate's error, not the run's.
+the user's line numbers. A model is built inside its entry's first call of each config,
+which is never measured (the first, checked call on either path), so a candidate whose
+``__init__`` raises is that candidate's error, not the run's. Candidates may launch Triton
+kernels: on a CPU-only machine they run in Triton's interpreter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 import nsight_agent.kernelbench as kernelbench
-from nsight_agent.engine.harness import checks, runtime
+from nsight_agent.engine.harness import runtime
+from nsight_agent.engine.harness.checks import CheckOutcome
 from nsight_agent.engine.harness.errors import SourceError
+from nsight_agent.engine.harness.languages.base import Adapter, Sources
+from nsight_agent.engine.harness.languages.triton import interpret_on_cpu
+from nsight_agent.engine.harness.spec import VariantSpec
+from nsight_agent.engine.harness.verdicts import Verdicts
 
 
 def to_device(value: Any, device: str) -> Any:
@@ -30,7 +37,7 @@ def to_device(value: Any, device: str) -> Any:
     return value
 
 
-class Adapter:
+class Problem:
     """One problem module and the candidates' modules: ``setup`` applies a config's constant
     overrides and returns ``get_inputs()`` on the device; ``entry(cls)`` measures
     ``model(*inputs)`` of a model built with KernelBench's seed convention."""
@@ -96,6 +103,26 @@ def _constants(module: ModuleType) -> list[str]:
     )
 
 
+class KernelBenchAdapter(Adapter):
+    """The problem's module is the main one; every variant's entry is a model class."""
+
+    title: ClassVar[str] = "KernelBench"
+
+    @classmethod
+    def environment(cls, device: str) -> None:
+        interpret_on_cpu(device)  # candidates may launch Triton kernels
+
+    def __init__(self, sources: Sources) -> None:
+        super().__init__(sources)
+        self.problem = Problem(sources.main, sources.modules.values(), self.spec["seed"])
+
+    def setup(self) -> Callable[..., Any]:
+        return self.problem.setup
+
+    def entry(self, fn: Callable[..., Any], variant: VariantSpec) -> Callable[..., Any]:
+        return self.problem.entry(fn)
+
+
 def trial_seeds(seed: int, trials: int = kernelbench.TRIALS) -> list[int]:
     """Seeds of the correctness trials, drawn from ``seed`` as KernelBench draws its own."""
     gen = torch.Generator().manual_seed(seed)
@@ -105,63 +132,43 @@ def trial_seeds(seed: int, trials: int = kernelbench.TRIALS) -> list[int]:
 def trials(
     setup: Callable[..., Any],
     entries: Mapping[str, Callable[..., Any]],
-    config: Mapping[str, Any],
+    verdicts: Verdicts,
     *,
-    baseline: str,
     device: str,
     seed: int,
-    table: Mapping[str, tuple[float, float]],
-    config_index: int,
     after_call: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
-    """KernelBench's correctness trials of one config: for each trial seed, every variant on
-    inputs built from it, compared with the baseline's outputs under ``table``. One failing
-    check per variant (its first failing trial), in the harness's check format.
-    ``after_call(name)`` runs after each variant's call, raising or not: the guard check, so
-    that a function replaced in a trial is put back before the next variant's call and blamed
-    on the variant that replaced it."""
-    failed: dict[str, dict[str, Any]] = {}
+) -> None:
+    """KernelBench's correctness trials of one config (``verdicts``'): for each trial seed,
+    every variant still judged right on inputs built from it, judged as one call
+    (``Verdicts.judge``, the trial named in each message): a candidate's first failing trial
+    is its check at this config. ``after_call(name)`` runs after each variant's call, raising
+    or not: the guard check, so that a function replaced in a trial is put back before the
+    next variant's call and blamed on the variant that replaced it."""
+    baseline, index, config = verdicts.baseline, verdicts.index, verdicts.config
     for trial, trial_seed in enumerate(trial_seeds(seed)):
-        outs, held = {}, []
+        outs, held = {}, {}
         for name, entry in entries.items():
-            if name in failed:
+            if not verdicts.judged(name):
                 continue
-            with runtime.stage("setup", name, config_index):
+            with runtime.stage("setup", name, index):
                 runtime.seed_all(trial_seed)
-                inputs = runtime.build_inputs(setup, dict(config), device)
+                held[name] = runtime.build_inputs(setup, dict(config), device)
             # Every input lives until the synchronize below, as in KernelBench's own check: an
             # entry working on a stream of its own may still be reading it (its allocator would
             # hand the memory to the next variant's inputs while that stream reads).
-            held.append(inputs)
             try:
-                with runtime.stage("entry", name, config_index):
-                    outs[name] = runtime.call(entry, inputs)
+                with runtime.stage("entry", name, index):
+                    outs[name] = runtime.call(entry, held[name])
             except SourceError as err:
                 if name == baseline:
                     raise  # nothing to compare with: the run's error, as in the other stages
-                failed[name] = _check(name, config_index, config, False, "error", err.message)
+                verdicts.record(name, CheckOutcome(False, "error", err.message))
             finally:
                 if after_call is not None:
                     after_call(name)
         runtime.synchronize(device)
-        del held
         if baseline not in outs:
             break
-        for name, out in outs.items():
-            if name == baseline:
-                continue
-            outcome = checks.compare(out, outs[baseline], None, None, table=table)
-            if not outcome.ok:
-                outcome.message = (
-                    f"KernelBench trial {trial} (seed {trial_seed}): {outcome.message}"
-                )
-                failed[name] = {**_check(name, config_index, config), **outcome.to_dict()}
-    return list(failed.values())
-
-
-def _check(name: str, index: int, config: Mapping[str, Any], *outcome: Any) -> dict[str, Any]:
-    """A check row of the harness's format; ``outcome`` is (ok, reason, message) when given."""
-    row = {"variant": name, "config_index": index, "config": dict(config)}
-    if outcome:
-        row.update(checks.CheckOutcome(*outcome).to_dict())
-    return row
+        with runtime.stage("check", baseline, index):
+            verdicts.judge(outs, held, f"KernelBench trial {trial} (seed {trial_seed})")
+        del held, outs

@@ -1,0 +1,108 @@
+"""What the timing loop (``timing.py``) returns, and the statistics that fill its rows, apart
+from the loop, which imports torch: a ``TimingResult`` read back where the job was sent (the
+server) needs pandas only.
+
+Rows use the processed frame's columns (``engine/collection/aggregate.py``), so
+``views/compare.py`` reads them unchanged: AvgValue, StdDev and CI95_Lower/Upper are the mean,
+the sample std (n-1) and mean ± 1.96·std/√n as on the ncu path; MedianValue and
+MedianCI95_Lower/Upper (order statistics) are added, and the loop stops on the median's
+interval; StableMeasurement is the engine's one rule (RSD < ``STABLE_RSD_PCT``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
+from nsight_agent.engine.store.records import DroppedVariant, Suspect
+
+
+@dataclass
+class TimingResult:
+    rows: list[dict[str, Any]]
+    checks: list[dict[str, Any]]  # OutputCheck fields: one per (variant, config)
+    order: list[tuple[int, int, str]]  # (config index, run, variant) in the order called
+    method: str
+    device: str
+    params: list[str]
+    notes: list[str] = field(default_factory=list)
+    dropped: dict[str, DroppedVariant] = field(default_factory=dict)
+    suspects: list[Suspect] = field(default_factory=list)
+    # On a CPU: the probe before and after the runs, then the median of the loop's probes
+    cpu_probe_ns: list[float] = field(default_factory=list)
+    loop_probes_ns: list[float] = field(default_factory=list)  # one after each run
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a processed frame, Geomean per variant over the configs."""
+        out = pd.DataFrame(self.rows)
+        if not out.empty:
+            out["Geomean"] = out.groupby("Annotation", sort=False)["AvgValue"].transform(
+                lambda v: math.exp(sum(math.log(x) for x in v) / len(v)) if min(v) > 0 else 0.0
+            )
+        return out
+
+
+def median_ci(samples: Sequence[float]) -> tuple[float, float]:
+    """Distribution-free 95% CI of the median (order statistics, normal approximation)."""
+    xs, n = sorted(samples), len(samples)
+    half = 1.96 * math.sqrt(n) / 2
+    lo, hi = math.floor(n / 2 - half), math.ceil(n / 2 + half)
+    return xs[max(lo, 0)], xs[min(hi, n - 1)]
+
+
+def converged(samples: Sequence[float], ci_target_pct: float) -> bool:
+    """The stopping rule: the median's 95% CI is within ``ci_target_pct`` of it."""
+    n, median = len(samples), statistics.median(samples) if samples else 0.0
+    lo, hi = median_ci(samples) if samples else (0.0, 0.0)
+    return n > 1 and median > 0 and (hi - lo) / 2 / median * 100 <= ci_target_pct
+
+
+def summarize(samples: Sequence[float], ci_target_pct: float) -> dict[str, Any]:
+    """The processed columns of one (variant, config); StableMeasurement is the engine's one
+    rule, RSD < STABLE_RSD_PCT (as on the ncu path)."""
+    n = len(samples)
+    mean, median = statistics.fmean(samples), statistics.median(samples)
+    std = statistics.stdev(samples) if n > 1 else float("nan")
+    half = 1.96 * std / math.sqrt(n) if n > 1 else float("nan")
+    m_lo, m_hi = median_ci(samples)
+    rsd = std / mean * 100 if mean and n > 1 else float("nan")
+    return {
+        "AvgValue": mean,
+        "StdDev": std,
+        "MinValue": min(samples),
+        "MaxValue": max(samples),
+        "NumRuns": n,
+        "CI95_Lower": mean - half,
+        "CI95_Upper": mean + half,
+        "RelativeStdDevPct": rsd,
+        "StableMeasurement": bool(rsd < STABLE_RSD_PCT),
+        "MedianValue": median,
+        "MedianCI95_Lower": m_lo,
+        "MedianCI95_Upper": m_hi,
+    }
+
+
+def floors(
+    written: Mapping[str, int], samples: Mapping[str, list[float]], peak: float | None
+) -> dict[str, str]:
+    """Variants whose median time is below what writing their outputs needs at peak DRAM
+    bandwidth (bytes / peak B/s): no honest kernel is that fast."""
+    if not peak:
+        return {}
+    out = {}
+    for name, values in samples.items():
+        need = written.get(name, 0) / peak * 1e9
+        median = statistics.median(values)
+        if median < need:
+            out[name] = (
+                f"its median {median / 1e3:.3g} us is below the {need / 1e3:.3g} us that "
+                f"writing its {written.get(name, 0) / 1e6:.3g} MB of outputs takes at the GPU's peak DRAM "
+                f"bandwidth ({peak / 1e12:.3g} TB/s): the time does not include its work"
+            )
+    return out
