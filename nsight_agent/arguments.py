@@ -81,7 +81,7 @@ def validation_text(err: ValidationError) -> str:
 _PREFIXES = ("Value error, ", "Assertion failed, ")
 
 
-def _said(e: Any) -> str:
+def _said(e: Any, what: str) -> str:
     """pydantic's message in a user's words: a validator's own text without pydantic's
     "Value error, " prefix; "Input should be" as "must be"; an unknown field with a near
     miss (never the rejected value)."""
@@ -91,17 +91,22 @@ def _said(e: Any) -> str:
     if e["type"] == "missing":
         return "is required"
     if e["type"] == "extra_forbidden":
-        return "is not a field of the request"
+        return f"is not {what}"
     return msg.replace("Input should be", "must be", 1)
 
 
 def problems_of(
-    err: ValidationError, fields: Collection[str] = (), variants: Sequence[str] = ()
+    err: ValidationError,
+    fields: Collection[str] = (),
+    variants: Sequence[str] = (),
+    what: str = "a field of the request",
+    prefix: str = "",
 ) -> list[Problem]:
     """Each of pydantic's errors as a ``Problem`` (code ``field``, or ``request`` for the
     whole request's checks); the errors of one union field (``configs``: a list or a grid)
     joined into one. ``fields``: the model's fields, for a near miss of an unknown one;
-    ``variants``: the variants' names, so ``variants.1.entry`` reads ``variant 'new' entry``."""
+    ``variants``: the variants' names, so ``variants.1.entry`` reads ``variant 'new' entry``;
+    ``what`` an unknown name is not, ``prefix`` where the fields live (``options.``)."""
     found: dict[str, Problem] = {}
     for e in err.errors():
         loc = [p for p in e["loc"] if isinstance(p, int) or "[" not in str(p)]
@@ -109,13 +114,12 @@ def problems_of(
             name = variants[loc[1]] if loc[1] < len(variants) else f"#{loc[1]}"
             where = " ".join([f"variant {name!r}", *(str(p) for p in loc[2:])])
         else:
-            where = ".".join(str(p) for p in loc) or "request"
-        said, hint = _said(e), ""
+            where = prefix + ".".join(str(p) for p in loc) if loc else "request"
+        said = _said(e, what)
         if e["type"] == "extra_forbidden" and loc:
             close = difflib.get_close_matches(str(loc[-1]), sorted(fields), n=1)
-            hint = f"Did you mean {close[0]}?" if close else ""
+            said += f" (did you mean {prefix}{close[0]}?)" if close else ""
         if where in found:  # another member of a union: "must be a valid list or a valid dict"
             said = f"{found[where].message} or {said.removeprefix('must be ')}"
-            hint = hint or found[where].hint
-        found[where] = Problem("field" if loc else "request", where, said, hint=hint)
+        found[where] = Problem("field" if loc else "request", where, said)
     return list(found.values())

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from nsight_agent.arguments import problems_of
 from nsight_agent.errors import Problem, RequestRejected
 from nsight_agent.request import (
     MIN_EFFECT_PCT,
@@ -84,8 +85,13 @@ NOTHING_TO_LEAVE_OUT = {
 
 
 def options_of(raw: Mapping[str, Any] | None) -> Options:
-    """The options, checked (an unknown knob or a bad value is pydantic's error)."""
-    return Options.model_validate(dict(raw or {}))
+    """The options, checked: an unknown knob or a bad value is refused as the request's own
+    fields are (``RequestRejected``, each problem named ``options.<knob>``)."""
+    try:
+        return Options.model_validate(dict(raw or {}))
+    except ValidationError as err:
+        problems = problems_of(err, Options.model_fields, what="an option", prefix="options.")
+        raise RequestRejected(problems) from err
 
 
 def unused(o: Options, tool: str, reread: bool = False) -> list[Problem]:
