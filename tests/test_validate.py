@@ -220,3 +220,22 @@ def test_a_long_message_is_kept_whole_or_cut_at_a_word_with_a_marker() -> None:
     cut = compare._whole(long)
     assert cut.endswith("[cut; the run's result.json holds the whole message]")
     assert cut.split(" [cut")[0].rstrip(".").endswith("word")
+
+
+def test_the_regression_gate_validates_the_new_source_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nsight_agent import cli
+    from nsight_agent.service import baselines
+
+    with WorkerPool() as pool:
+        run = profile.profile(Measuring(runs_root=tmp_path, workers=pool), "timing", **FIELDS)
+    baselines.set_baseline("main", run.run_id, None, tmp_path)
+    broken = TORCH.replace("def run(x):", "def run(x)")
+    with pytest.raises(RequestRejected, match="source, line 8: syntax error"):
+        baselines.check_source(broken, "main", runs_root=tmp_path)
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(broken)
+    assert cli.main(["check", str(kernel), "--baseline", "main", "--runs-root", str(tmp_path)]) == 1
+    assert f"{kernel}, line 8: syntax error: expected ':'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name[0].isdigit()) == [run.run_id]
