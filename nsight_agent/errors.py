@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -38,6 +39,61 @@ def _rebuilt(
 
 class InvalidRequestError(NsightAgentError, ValueError):
     """An argument or request field is malformed (bad option value, empty configs, ...)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a request, found before anything ran (``service/validate.py``).
+
+    ``code`` names the kind (``syntax``, ``missing_entry``, ``unknown_metric``, ...), ``where``
+    the part of the request (``source``, ``variant 'new' source``, a file name, ``metrics``,
+    ``options.clock_control``), ``line`` the line in that source when there is one.
+    ``variant`` is set only for a problem in a candidate's own source: it costs that
+    candidate alone (dropped with verdict ``error`` at stage ``import``), not the request."""
+
+    code: str
+    where: str
+    message: str
+    line: int | None = None
+    variant: str | None = None
+    hint: str = ""
+
+    def text(self) -> str:
+        """``where, line N: message`` (the line left out where there is none)."""
+        line = f", line {self.line}" if self.line is not None else ""
+        return f"{self.where}{line}: {self.message}"
+
+
+KERNEL_PROBLEMS = frozenset(
+    {"syntax", "missing_setup", "missing_entry", "kernelbench_shape", "missing_cuda_source"}
+)
+"""Problem codes of the kernel source itself; every other code is the caller's usage (a
+field, a name, an option, a file that is not Python)."""
+
+
+class RequestRejected(InvalidRequestError):
+    """A request refused before anything ran: every problem found at once (``problems``),
+    listed one a line in the message, with what to do in the hint."""
+
+    @property
+    def usage(self) -> bool:
+        """Some problem is the caller's usage, not the kernel source's (the command line
+        exits 2 then, 1 for a broken kernel alone)."""
+        return any(p.code not in KERNEL_PROBLEMS for p in self.problems)
+
+    @property
+    def candidates_only(self) -> bool:
+        """Every problem is a candidate's own source's: each would have dropped that
+        candidate alone, and none was left to measure beside the baseline."""
+        return bool(self.problems) and all(p.variant for p in self.problems)
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        count = len(self.problems)
+        head = f"The request has {count} problem{'s' if count != 1 else ''}; nothing was run:"
+        lines = [head, *(f"- {p.text()}" for p in self.problems)]
+        hints = list(dict.fromkeys(p.hint for p in self.problems if p.hint))
+        super().__init__("\n".join(lines), " ".join(hints) or "Fix each problem listed.")
 
 
 class NcuNotFoundError(NsightAgentError):

@@ -63,11 +63,6 @@ def is_kernelbench(source: str) -> bool:
     return PROBLEM_CLASS in classes and "get_inputs" in functions and "setup" not in functions
 
 
-def defines_class(source: str, name: str) -> bool:
-    tree = _tree(source)
-    return tree is not None and name in _defined(tree, ast.ClassDef)
-
-
 def module_constants(source: str) -> list[str]:
     """Names a config may override: module-level assignments to plain names (``M = 1024``,
     ``batch_size: int = 16``), not dunders; sorted."""

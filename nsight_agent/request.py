@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 import nsight_agent.kernelbench as kernelbench
+import nsight_agent.source_shape as source_shape
 from nsight_agent.options import TIME_METRIC as TIME_METRIC
 from nsight_agent.options import CacheControl as CacheControl
 from nsight_agent.options import ClockControl as ClockControl
@@ -197,17 +198,21 @@ class ProfileRequest(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _detect_kernelbench(cls, data: Any) -> Any:
-        """A language left out (or None) is 'kernelbench' for a KernelBench-shaped source;
-        that language's configs default to the problem's own sizes, one config ``[{}]``."""
+    def _detect_language(cls, data: Any) -> Any:
+        """A language left out (or None) is the source's own (``source_shape.detect_language``:
+        'kernelbench' for a KernelBench problem, 'cuda' for a source with C++/CUDA), else the
+        default; KernelBench's configs default to the problem's own sizes, one config ``[{}]``."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
         if data.get("language") is None:
             data.pop("language", None)
-            source = data.get("source")
-            if isinstance(source, str) and kernelbench.is_kernelbench(source):
-                data["language"] = "kernelbench"
+            source, cuda = data.get("source"), data.get("cuda_source")
+            if isinstance(source, str):
+                found = source_shape.detect_language(
+                    source, cuda if isinstance(cuda, str) else None
+                )
+                data.update({"language": found} if found else {})
         if data.get("configs") is None:  # None: its field's check says what to give
             data["configs"] = [{}] if data.get("language") == "kernelbench" else None
         return data
@@ -226,7 +231,8 @@ class ProfileRequest(BaseModel):
             text = v.source if v.source is not None and own else self.source
             if "entry" not in v.model_fields_set:
                 v.entry = kernelbench.CANDIDATE_CLASS if own else kernelbench.PROBLEM_CLASS
-            if not kernelbench.defines_class(text, v.entry):
+            tree = source_shape.read(text)
+            if isinstance(tree, source_shape.Unparsable) or not source_shape.binds(tree, v.entry):
                 whose = "its own source" if own else "the problem's source"
                 raise ValueError(f"variant {v.name!r}: {whose} defines no class {v.entry!r}")
         if not kernelbench.is_kernelbench(self.source):

@@ -158,7 +158,7 @@ async def test_a_tool_with_nothing_to_leave_out_refuses_a_budget_and_keeps_servi
 
     from nsight_agent.server.app import build_server
 
-    source = "def run(n):\n    return n\n"
+    source = "def setup(n, device):\n    return (n,)\n\n\ndef run(n):\n    return n\n"
     async with Client(build_server()) as client:
         compare = await client.call_tool(
             "compare_variants",

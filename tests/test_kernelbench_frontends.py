@@ -94,3 +94,79 @@ async def test_the_timing_path_refuses_counters_instead_of_dropping_them(tmp_pat
             text = _text(result)
             assert result.is_error and "measures each call's time only" in text, text
             assert "method 'ncu'" in text
+
+
+BROKEN = (
+    (FIXTURES / "new_honest.py")
+    .read_text()
+    .replace("def forward(self, x):", "def forward(self, x)")
+)
+
+
+def _kernelbench_result(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    rc = cli.main(["compare", str(FIXTURES / "problem_linear_relu.py"), *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_a_candidate_that_does_not_compile_is_compiled_false_in_both_modes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KernelBench's answer for a candidate with a syntax error: compiled=False and the reason
+    (its file and line), an evaluation that completed (exit 0), with or without --json; the
+    others are measured. Alone, it is refused before any run, and said the same way."""
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    broken = tmp_path / "new_broken.py"
+    broken.write_text(BROKEN)
+    honest = str(FIXTURES / "new_honest.py")
+    flags = ["--method", "timing", "--kernelbench-result"]
+    rc, out, _ = _kernelbench_result(["--candidate", str(broken), *flags, "--json"], capsys)
+    assert rc == 0
+    (alone,) = json.loads(out)["results"]
+    assert alone["variant"] == "new_broken" and alone["compiled"] is False
+    assert f"{broken} (variant 'new_broken'), line 12: syntax error" in alone["reason"]
+    rc, out, _ = _kernelbench_result(["--candidate", str(broken), *flags], capsys)
+    assert rc == 0 and "new_broken: compiled=False correctness=False" in out, out
+    assert "no run (every candidate refused)" in out
+
+    both = ["--candidate", honest, "--candidate", str(broken), *flags]
+    rc, out, _ = _kernelbench_result([*both, "--json"], capsys)
+    assert rc == 0
+    by_name = {r["variant"]: r for r in json.loads(out)["results"]}
+    assert by_name["new_honest"]["compiled"] and by_name["new_honest"]["correctness"]
+    assert by_name["new_broken"]["compiled"] is False
+    assert "line 12: syntax error" in by_name["new_broken"]["reason"]
+    rc, out, _ = _kernelbench_result(both, capsys)
+    assert rc == 0 and "new_broken: compiled=False" in out and "new_honest: compiled=True" in out
+
+
+def test_without_kernelbench_result_a_lone_broken_candidate_is_a_broken_kernel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    broken = tmp_path / "new_broken.py"
+    broken.write_text(BROKEN)
+    rc, _, err = _kernelbench_result(["--candidate", str(broken), "--method", "timing"], capsys)
+    assert rc == 1, err  # a broken kernel, not usage
+    assert f"{broken} (variant 'new_broken'), line 12: syntax error: expected ':'" in err
+    assert not (tmp_path / "runs").exists()  # refused before any run folder
+
+
+@pytest.mark.anyio
+async def test_the_candidates_syntax_error_is_named_by_line_over_mcp(tmp_path: Path) -> None:
+    """The same key as on the command line: the line and the compiler's words, not "defines
+    no class 'ModelNew'"."""
+    async with Client(build_server(tmp_path)) as client:
+        result = await client.call_tool(
+            "compare_variants",
+            {
+                "source": PROBLEM,
+                "method": "timing",
+                "variants": [{"name": "ref"}, {"name": "new", "source": BROKEN}],
+            },
+        )
+    text = _text(result)
+    assert result.is_error and "- variant 'new' source, line 12: syntax error: expected ':'" in text
+    assert "ModelNew" not in text.split("Hint:")[0]

@@ -228,7 +228,7 @@ async def test_malformed_requests_are_tool_errors(server: MCPServer) -> None:
             "compare_variants", {"variants": [{"name": "a"}], "configs": [{"n": 8}]}
         )
     assert "non-empty list" in _error(bad_config)
-    assert "Malformed request" in _error(bad_entry) and "identifier" in _error(bad_entry)
+    assert "entry: function name" in _error(bad_entry) and "identifier" in _error(bad_entry)
     assert wrong_type.is_error
     assert "at least two variants" in _error(one_variant)
 

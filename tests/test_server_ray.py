@@ -222,7 +222,7 @@ async def test_diagnose_from_source_runs_its_passes_on_the_pools_hosts(
     the timing call goes through the executor too: tests/test_service.py)."""
     # The recorded report's range is the probe's entry, run_sfu; here it runs the same code.
     args = _args(f"{WRITES_REPORT}\nrun_sfu = lambda x: x * 2")
-    args |= {"entry": "run_sfu"}
+    args |= {"entry": "run_sfu", "options": {"timeout_s": 2 * WAIT_S}}  # diagnose sets warmup
     del args["runs"]
     async with Client(build_server(tmp_path, executor="ray")) as client:
         result = await client.call_tool("diagnose_kernel", args)

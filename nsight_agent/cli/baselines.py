@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from nsight_agent.cli.commands import kernel_source, source_files
 from nsight_agent.errors import InvalidRequestError
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOT_COMPARABLE = 0, 1, 2, 3
@@ -77,15 +78,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from nsight_agent.views.run_diff import render_diff
 
     path = Path(args.file)
-    if not path.is_file():
-        raise InvalidRequestError(f"No source file at {path}.")
     d, both = baseline_store.check_source(
-        path.read_text(),
+        kernel_source(path, "check"),
         args.baseline,
         entry=args.entry,
         threshold_pct=_threshold(args.threshold),
         remeasure=args.remeasure,
         runs_root=_root(args),
+        files=source_files(args.file),
     )
     if both is not None:  # not comparable, measured again side by side
         regression = summary_regression(both, "candidate", args.threshold)

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib.util
 import itertools
 import json
 import sys
@@ -14,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import nsight_agent.cli.output as output
-from nsight_agent.errors import InvalidRequestError, NsightAgentError
+from nsight_agent.errors import InvalidRequestError
 
 
 def _value(text: str) -> Any:
@@ -69,10 +67,6 @@ def _metrics(values: Sequence[str] | None) -> list[str]:
 
 
 REPORT_MAGIC = b"NVR\0"
-TORCH_INSTALL = (
-    "pip install torch (a CPU-only machine: pip install torch --index-url "
-    "https://download.pytorch.org/whl/cpu); `nsight-agent doctor` lists what else is missing"
-)
 
 
 def is_report(path: Path) -> bool:
@@ -87,37 +81,25 @@ def is_report(path: Path) -> bool:
 
 
 def kernel_source(path: Path, command: str) -> str:
-    """The text of a kernel source file, refused at once (before any run folder is made) when
-    it is not Python source, and when torch, which runs every kernel, is not installed."""
+    """The text of a kernel source file (UTF-8), refused at once when there is none or it is
+    not text. Whether it is Python and follows the contract, the validation stage judges
+    (``service/validate.py``), naming this file (``source_files``)."""
     if not path.is_file():
         raise InvalidRequestError(f"No file at {path}.")
-    what = f"{command} takes a .ncu-rep report or a kernel source file (Python, with setup() and the entry)"
     try:
-        source = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise InvalidRequestError(
             f"{path} is neither an Nsight Compute report nor Python source (not UTF-8 text).",
-            what + ".",
+            f"{command} takes a .ncu-rep report or a kernel source file (Python, with setup() "
+            "and the entry).",
         ) from err
-    try:
-        ast.parse(source, filename=str(path))
-    except SyntaxError as err:
-        if path.suffix == ".py":  # a broken kernel (exit 1), not a file of the wrong kind (2)
-            raise NsightAgentError(
-                f"{path} has a syntax error (line {err.lineno}: {err.msg}); nothing was run.",
-                "Fix that line of your kernel source first.",
-            ) from err
-        raise InvalidRequestError(
-            f"{path} is not Python source (line {err.lineno}: {err.msg}); nothing was run.",
-            f"{what}. If it is your kernel source, fix that line first.",
-        ) from err
-    if importlib.util.find_spec("torch") is None:
-        raise NsightAgentError(
-            f"{command} runs the kernel, and torch (which runs every kernel language) is not "
-            "installed in this Python.",
-            TORCH_INSTALL,
-        )
-    return source
+
+
+def source_files(main: str, candidates: dict[str, str] | None = None) -> dict[str, str]:
+    """The file each source came from, as the validation stage names them in its messages:
+    "" for the main FILE, a variant's name for its ``--candidate`` file."""
+    return {"": main, **(candidates or {})}
 
 
 def dump_json(model: Any) -> str:
@@ -138,6 +120,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     run = measure_source(
         args.method,
         f"profiling {path.name}",
+        files=source_files(args.file),
         source=kernel_source(path, "profile"),
         language=args.language,
         entry=args.entry,
@@ -182,8 +165,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    # A file that is neither a report nor Python source is refused before anything heavy is
-    # imported and before a run folder exists.
+    # A file that is neither a report nor text is refused before anything heavy is imported;
+    # one that is not Python, by the validation stage (before any run folder exists).
     path = Path(args.file) if args.file else None
     source = None
     if not args.run_id:
@@ -215,7 +198,12 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         with output.progress(f"diagnosing {path.name} under ncu") as progress:
             where = Measuring(on_progress=progress)
             d = diagnose.diagnose_source(
-                fields, where, deep=not args.no_deep, limit=args.limit, **options
+                fields,
+                where,
+                deep=not args.no_deep,
+                limit=args.limit,
+                files=source_files(args.file),
+                **options,
             )
     if args.json:
         print(dump_json(d))

@@ -3,7 +3,10 @@
 Commands: profile, compare, diagnose, report, metrics, skills, runs, doctor, serve, demo;
 baseline, diff, check, history (``cli/baselines.py``; ``check`` also exits 3: not comparable).
 Exit codes: 0 ok, 1 failure (the work could not be done: no ncu, a broken kernel, ...), 2 usage
-(bad arguments, an unknown metric, a file that is not a report).
+(bad arguments, an unknown metric, a file that is not a report). A request the validation stage
+rejects lists every problem at once and exits 2 when any of them is usage (a field, a name, an
+option the method cannot honour, a file that is not Python), else 1 (the kernel source alone:
+a syntax error, a missing setup or entry, a KernelBench file without its classes).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from nsight_agent.errors import (
     ExtractionError,
     InvalidRequestError,
     NsightAgentError,
+    RequestRejected,
     UnknownMetricError,
 )
 
@@ -50,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValidationError as err:
         output.error(validation_text(err))
         return 2
+    except RequestRejected as err:
+        output.error(str(err))
+        return 2 if err.usage else 1
     except (InvalidRequestError, UnknownMetricError, ExtractionError) as err:
         # What the caller gave is wrong (arguments, a metric name, a file that is no report).
         output.error(str(err))  # hints in command-line terms (cli/terms.py)

@@ -277,6 +277,7 @@ def time_request(
             min_runs=max(request.runs, 5),
             warmup_min=max(request.warmup, 1),
             skip=tuple(sorted(pre.dropped)),
+            flush_l2=request.cache_control == "all",  # "none": as ncu's, caches kept warm
         )
         job = TimeJob(str(run_dir), where.split(":")[0], options)
         # A timing.TimingResult (that module imports torch: not imported here, so the server

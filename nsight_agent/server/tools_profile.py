@@ -11,20 +11,15 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from nsight_agent.errors import InvalidRequestError
-from nsight_agent.request import (
-    MIN_EFFECT_PCT,
-    CacheControl,
-    ClockControl,
-    CombineKernels,
-    Correctness,
-    ReplayMode,
-    RequestLanguage,
-)
+from nsight_agent.request import RequestLanguage
 from nsight_agent.server.boundary import execute, load, result, state, thread, tool_errors
 from nsight_agent.server.boundary import report_path as boundary_report_path
+from nsight_agent.server.options import USES, refuse_unused
+from nsight_agent.server.options import Options as Options
+from nsight_agent.server.options import options_of as options_of
 from nsight_agent.service import diagnose, profile
 from nsight_agent.service.measure import RunResult
 from nsight_agent.service.runs import report_of
@@ -41,8 +36,8 @@ SourceArg = Annotated[
 ConfigsArg = Annotated[
     Grid | None, Field(description='List of dicts, or a grid {"N": [1024, 4096]}')
 ]
-# None: detected (a KernelBench problem, with Model and get_inputs, is "kernelbench"), else
-# triton; said once, in profile_kernel's schema.
+# None: detected (a KernelBench problem, with Model and get_inputs, is "kernelbench"; a source
+# with CUDA_SOURCE, "cuda"), else triton; said once, in profile_kernel's schema.
 LanguageArg = Annotated[RequestLanguage | None, Field()]
 MethodArg = Annotated[
     Literal["ncu", "timing"],
@@ -58,43 +53,10 @@ OptionsArg = Annotated[
 ]
 
 
-class Options(BaseModel):
-    """The knobs behind ``options``: checked here, so a typo is an error, not ignored."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    setup: str = "setup"
-    warmup: int | None = Field(default=None, ge=0, le=100)
-    sections: list[str] | None = None
-    replay_mode: ReplayMode | None = None
-    cache_control: CacheControl = "all"
-    clock_control: ClockControl = "none"
-    timeout_s: int | None = Field(default=None, ge=10, le=3600)
-    ignore_kernels: list[str] | None = None
-    combine_kernels: CombineKernels = "sum"
-    rtol: float | None = None
-    atol: float | None = None
-    vary_inputs: bool = True
-    deep: bool = True
-    correctness: Correctness = "default"
-    min_effect_pct: float = Field(default=MIN_EFFECT_PCT, ge=0, le=100)
-    budget_s: float | None = Field(default=None, ge=1, le=3600)
-
-    def fields(self, *names: str) -> dict[str, Any]:
-        return {n: getattr(self, n) for n in names}
-
-
-def options_of(raw: dict[str, Any] | None, tool: str | None = None, what: str = "") -> Options:
-    """The options, checked; ``tool`` and ``what`` (what it collects): a tool with no optional
-    sections refuses ``budget_s`` rather than ignore it."""
-    o = Options.model_validate(raw or {})
-    if tool is not None and o.budget_s is not None:
-        raise InvalidRequestError(
-            f"options.budget_s chooses which optional sections to collect; {tool} collects "
-            f"{what}, so there is nothing to leave out.",
-            "Drop budget_s here; profile_kernel (with sections) and diagnose_kernel take it.",
-        )
-    return o
+def knobs(o: Options, tool: str, *apart: str) -> dict[str, Any]:
+    """The knobs ``tool`` passes on to its request as fields (``apart``: those it passes
+    otherwise; ``budget_s`` always goes apart)."""
+    return o.fields(*sorted(USES[tool] - {"budget_s", *apart}))
 
 
 class VariantInput(BaseModel):
@@ -134,10 +96,9 @@ async def profile_kernel(
             metrics=metrics,
             skill=skill,
             runs=runs,
-            **o.fields("setup", "sections", "warmup", "replay_mode", "cache_control"),
-            **o.fields("clock_control", "timeout_s", "ignore_kernels", "combine_kernels"),
-            correctness=o.correctness,
+            **knobs(o, "profile_kernel"),
         )
+        refuse_unused(o, "profile_kernel", fields | {"budget_s": o.budget_s}, method)
         run = await execute(ctx, lambda where: profile.profile(where, method, o.budget_s, **fields))
         s = run_views.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s, run_views.metric_labels(run)))
@@ -164,7 +125,9 @@ async def compare_variants(
     """Time variants against a baseline: per config time, speedup, verdict (faster, slower,
     within_noise by 95% intervals; incorrect if outputs differ)."""
     with tool_errors():
+        o = options_of(options)
         if run_id is not None:
+            refuse_unused(o, "compare_variants")
             run = await load(ctx, run_id)
         else:
             if not variants or len(variants) < 2:
@@ -174,7 +137,6 @@ async def compare_variants(
                     '"entry": "run_new"}] with a shared source, and configs; for a KernelBench '
                     'problem: [{"name": "ref"}, {"name": "new", "source": "<ModelNew source>"}].',
                 )
-            o = options_of(options, "compare_variants", "each call's time (and the work counters)")
             fields: dict[str, Any] = dict(
                 source=source or "",
                 variants=[v.model_dump(exclude_none=True, exclude_unset=True) for v in variants],
@@ -182,12 +144,11 @@ async def compare_variants(
                 configs=configs,
                 language=language,
                 runs=runs,
-                **o.fields("setup", "warmup", "rtol", "atol", "cache_control"),
-                **o.fields("clock_control", "timeout_s", "vary_inputs", "correctness"),
-                min_effect_pct=o.min_effect_pct,
+                **knobs(o, "compare_variants"),
             )
+            refuse_unused(o, "compare_variants", fields, method)
             run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
-        effect = options_of(options).min_effect_pct if options and run_id else None
+        effect = o.min_effect_pct if options and run_id else None
         s = compare.compare_summary(
             run, baseline=baseline, offset=offset, limit=limit, min_effect_pct=effect
         )
@@ -210,9 +171,12 @@ async def roofline_metrics(
     peaks, % of roofline, bound. From source, a run_id or a .ncu-rep."""
     with tool_errors():
         run: RunResult | None = None
+        o = options_of(options)
         if report_path is not None:
+            refuse_unused(o, "roofline_metrics")
             report = boundary_report_path(ctx, report_path)
         elif run_id is not None:
+            refuse_unused(o, "roofline_metrics")
             run = await load(ctx, run_id)
             report = report_of(run)
         else:
@@ -220,9 +184,10 @@ async def roofline_metrics(
                 raise InvalidRequestError(
                     "roofline_metrics needs source (and configs), a run_id, or a report_path."
                 )
-            o = options_of(options, "roofline_metrics", "a fixed set for the roofline")
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
-            fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
+            fields |= {"entry": entry, **knobs(o, "roofline_metrics", "warmup")}
+            fields["timeout_s"] = o.timeout_s or 900
+            refuse_unused(o, "roofline_metrics", fields)
             run, report = await execute(
                 ctx, lambda where: profile.roofline(where, warmup=o.warmup, **fields)
             )
@@ -254,6 +219,9 @@ async def diagnose_kernel(
     what to try, hot source lines, a skill. From source (one ncu run), a run_id or any .ncu-rep."""
     with tool_errors():
         hints: dict[str, Any] = {"ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes}
+        o = options_of(options)
+        if report_path is not None or run_id is not None:
+            refuse_unused(o, "diagnose_kernel")
         if report_path is not None:
             report = boundary_report_path(ctx, report_path)
             d = await thread(
@@ -271,9 +239,10 @@ async def diagnose_kernel(
                 raise InvalidRequestError(
                     "diagnose_kernel needs source (and configs), a run_id, or a report_path."
                 )
-            o = options_of(options)
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
-            fields |= {"entry": entry, "setup": o.setup, "timeout_s": o.timeout_s or 900}
+            fields |= {"entry": entry, **knobs(o, "diagnose_kernel", "deep", "budget_s")}
+            fields["timeout_s"] = o.timeout_s or 900
+            refuse_unused(o, "diagnose_kernel", fields)
             # A step of several kernels: one call's wall time too, on the timing path, after
             # the ncu run (the host-gap finding).
             d = await execute(

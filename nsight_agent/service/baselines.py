@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.service.measure import Measuring, Method, WorkerPool, measure
 from nsight_agent.service.runs import load_run
 from nsight_agent.service.runs import runs_root_or_default as _root
+from nsight_agent.service.validate import validate
 from nsight_agent.views import run_diff
 from nsight_agent.views.compare import CompareSummary, compare_summary
 from nsight_agent.views.history import History, build_history
@@ -103,14 +105,20 @@ def check_source(
     remeasure: bool = False,
     runs_root: Path | None = None,
     pool: WorkerPool | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> tuple[run_diff.RunDiff, CompareSummary | None]:
     """The regression gate: time ``source`` the way the baseline was measured (its configs,
     runs, method, clocks), then compare. With ``remeasure``, runs that are not comparable are
-    measured again side by side (stored baseline source vs ``source``) in one run."""
+    measured again side by side (stored baseline source vs ``source``) in one run.
+    ``source`` goes through the validation stage first (``files``: the file it came from)."""
     b = baselines.get(_root(runs_root), baseline)
     base_run = load_run(b.run_id, runs_root)
-    request = baselines.check_request(base_run.request, b.variant, source, entry)
     method: Method = "ncu" if b.method == "ncu" else "timing"
+    # The baseline's request for ``source``: one variant, named after its entry (default:
+    # the baseline variant's).
+    old = next(v for v in base_run.request.effective_variants() if v.name == b.variant)
+    fields = base_run.request.model_dump() | {"source": source, "variants": [], "baseline": None}
+    request = validate(fields | {"entry": entry or old.entry}, method, files=files).request
     where = Measuring(runs_root=runs_root, workers=pool)
     run = measure(request, method, where)
     record_environment(run)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,9 +34,16 @@ from nsight_agent.errors import (
     UnknownMetricError,
 )
 from nsight_agent.request import TIME_METRIC, ProfileRequest
-from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
-from nsight_agent.service.profile import budget_note, build_request
+from nsight_agent.service.measure import (
+    Measuring,
+    RunResult,
+    measure,
+    require_ncu,
+    require_torch,
+)
+from nsight_agent.service.profile import budget_note
 from nsight_agent.service.runs import load_run, report_of
+from nsight_agent.service.validate import validate
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 # The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
@@ -180,6 +188,7 @@ def diagnose_source(
     sample_launches: bool | None = None,
     budget_s: float | None = None,
     by_name: OnePass | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
     diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
@@ -190,14 +199,14 @@ def diagnose_source(
     the cheap four always) whose estimated cost fits (engine/collection/budget.py); the answer
     says what was left out, and each kernel's ``deeper`` what they would add.
     ``by_name`` (None: ``PASS_ENV``, else the counters; the sections under a budget): which
-    sections the one pass asks for by their counters."""
+    sections the one pass asks for by their counters. ``files``: the file the source came
+    from, named in the validation stage's messages."""
     one = deep and not staged
     budgeted = budget_s is not None
     choice = (one_pass_choice(budgeted) if by_name is None else by_name) if one else "sections"
     sections, counters = one_pass(choice) if one else (FIRST_PASS_SECTIONS, [])
     sections = budget_order(sections, budget_s)
-    first = build_request(
-        **fields,
+    collect = dict(
         metrics=FIRST_PASS_METRICS,
         report_counters=counters,
         sections=sections,
@@ -207,6 +216,7 @@ def diagnose_source(
         budget_s=budget_s,
         budget_keep=len(FIRST_PASS_SECTIONS) if budget_s is not None else 0,
     )
+    first = validate({**fields, **collect}, "ncu", files=files).request
     sample = first.one_measured_call() if sample_launches is None else sample_launches
     if sample and not first.one_measured_call():
         raise InvalidRequestError(
@@ -216,6 +226,7 @@ def diagnose_source(
             "Give one config (or leave sample_launches unset: it is then on wherever it can be).",
         )
     first = first.model_copy(update={"sample_launches": sample}) if sample else first
+    require_torch(where)
     require_ncu(where)
     hints: dict[str, Any] = {
         "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,

@@ -9,6 +9,7 @@ this thread; without a worker pool a timing job gets one of its own, closed when
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,8 +50,10 @@ class Measuring:
 
 
 def measure(request: ProfileRequest, method: Method, where: Measuring) -> RunResult:
-    """Run ``request`` by ``method``; afterwards the retention policy trims the runs folder
-    (newest runs stay)."""
+    """Run ``request`` (validated: ``service/validate.py``) by ``method``, once this machine
+    has what that needs; afterwards the retention policy trims the runs folder (newest runs
+    stay)."""
+    require_torch(where)
     run = _time(request, where) if method == "timing" else _profile(request, where)
     retention.prune(run.run_dir.parent, *retention.policy())
     return run
@@ -95,6 +98,24 @@ def _workers(given: WorkerPool | None) -> Iterator[WorkerPool]:
         return
     with WorkerPool() as own:
         yield own
+
+
+TORCH_INSTALL = (
+    "pip install torch (a CPU-only machine: pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu); `nsight-agent doctor` lists what else is missing"
+)
+
+
+def require_torch(where: Measuring) -> None:
+    """Return when torch, which runs every kernel language, is installed where the job runs
+    (here, unless the executor's nodes run it); else say what to install, before any run
+    folder is made."""
+    if where.runs_here and importlib.util.find_spec("torch") is None:
+        raise NsightAgentError(
+            "Measuring runs the kernel, and torch (which runs every kernel language) is not "
+            "installed in this Python; nothing was run.",
+            TORCH_INSTALL,
+        )
 
 
 def require_ncu(where: Measuring) -> None:

@@ -3,58 +3,43 @@ ncu or timing, return the run (its report, for the roofline)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.catalog import metrics as catalog
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
-from nsight_agent.errors import InvalidRequestError, NsightAgentError
+from nsight_agent.errors import NsightAgentError
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, Method, RunResult, measure
 from nsight_agent.service.runs import report_of
+from nsight_agent.service.validate import validate
 
 
 def build_request(**fields: Any) -> ProfileRequest:
-    """A validated request: ``skill`` merges its bundle, no metric means the time metric.
-
-    ``None`` values are dropped so the request's own defaults apply.
-    """
-    skill = fields.pop("skill", None)
-    metrics: list[str] = list(fields.pop("metrics", None) or [])
-    sections: list[str] = list(fields.pop("sections", None) or [])
-    if skill:
-        bundle = skills.get_skill(skill)
-        metrics = list(dict.fromkeys([*bundle.metrics, *metrics]))
-        sections = list(dict.fromkeys([*bundle.sections, *sections]))
-        fields.setdefault("replay_mode", bundle.replay_mode)
-    if not metrics and not sections:
-        metrics = [TIME_METRIC]
-    catalog.validate_metrics(metrics)
-    catalog.validate_sections(sections)
-    clean = {k: v for k, v in fields.items() if v is not None}
-    return ProfileRequest(metrics=metrics, sections=sections, **clean)
+    """A validated request (``service/validate.py``, no method's options checked): ``skill``
+    merges its bundle, no metric means the time metric; ``None`` values take the defaults."""
+    return validate(fields).request
 
 
 def profile(
-    where: Measuring, method: Method = "ncu", budget_s: float | None = None, **fields: Any
+    where: Measuring,
+    method: Method = "ncu",
+    budget_s: float | None = None,
+    *,
+    files: Mapping[str, str] | None = None,
+    **fields: Any,
 ) -> RunResult:
     """``profile_kernel`` and ``compare_variants`` (and the CLI's ``profile``/``compare``):
-    the request built from ``fields``, measured by ``method``. ``budget_s`` (ncu): the
-    sections asked for, in their order, that fit it once the pre-flight has counted the
-    kernels (engine/collection/budget.py); the run's warnings say what was left out."""
-    if method == "timing":
-        refuse_counters(fields)
-        if budget_s is not None:
-            raise InvalidRequestError(
-                "options.budget_s chooses which ncu sections to collect; method='timing' "
-                "collects none (it times the call), so there is nothing to leave out.",
-                "Drop budget_s, or use method='ncu' with sections to collect within it.",
-            )
+    the request built from ``fields`` and validated for ``method`` (``files``: the file each
+    source came from, for the messages), then measured. ``budget_s`` (ncu): the sections
+    asked for, in their order, that fit it once the pre-flight has counted the kernels
+    (engine/collection/budget.py); the run's warnings say what was left out."""
+    checked = validate({**fields, "budget_s": budget_s}, method, files=files)
+    request = checked.request
+    run = checked.finish(measure(request, method, where))
     if budget_s is None:
-        return measure(build_request(**fields), method, where)
-    request = build_request(**fields, budget_s=budget_s)
-    run = measure(request, method, where)
+        return run
     said = budget_note(run)
     if not request.sections:  # said, not ignored: the metrics alone are never left out
         said = f"budget_s {budget_s:g} s: no sections asked for, nothing to leave out"
@@ -70,19 +55,6 @@ def budget_note(run: RunResult) -> str | None:
     return said + (f"; ncu took {took:.1f} s" if took is not None else "")
 
 
-def refuse_counters(fields: dict[str, Any]) -> None:
-    """The timing path measures time only: counters asked of it are refused, not dropped."""
-    asked = [k for k in ("metrics", "skill", "sections") if fields.get(k)]
-    if fields.get("metrics") and list(fields["metrics"]) == [TIME_METRIC]:
-        asked.remove("metrics")
-    if asked:
-        raise InvalidRequestError(
-            f"method 'timing' measures each call's time only; it cannot collect {' or '.join(asked)}.",
-            "Leave them out for a timing run, or use method 'ncu' (--method ncu), which "
-            "collects metrics, skills and sections.",
-        )
-
-
 def roofline_collection() -> tuple[list[str], list[str]]:
     """The roofline skill bundle when the skills folder is here, else diagnose's sections."""
     try:
@@ -93,17 +65,18 @@ def roofline_collection() -> tuple[list[str], list[str]]:
 
 
 def roofline(
-    where: Measuring, *, warmup: int | None = None, **fields: Any
+    where: Measuring,
+    *,
+    warmup: int | None = None,
+    files: Mapping[str, str] | None = None,
+    **fields: Any,
 ) -> tuple[RunResult, Path]:
     """``roofline_metrics`` from source: one run per config with the roofline collection,
     under ncu; the run and its report."""
     metrics, sections = roofline_collection()
-    request = build_request(
-        metrics=metrics,
-        sections=sections,
-        runs=1,
-        warmup=1 if warmup is None else warmup,
-        **fields,
-    )
+    collect = {"metrics": metrics, "sections": sections, "runs": 1}
+    request = validate(
+        {**fields, **collect, "warmup": 1 if warmup is None else warmup}, "ncu", files=files
+    ).request
     run = measure(request, "ncu", where)
     return run, report_of(run)

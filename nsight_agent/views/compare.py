@@ -13,7 +13,7 @@ from nsight_agent.engine.store.records import DroppedVariant
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import MIN_EFFECT_NS, MIN_EFFECT_PCT, TIME_METRIC
-from nsight_agent.views.common import Page, page, sig
+from nsight_agent.views.common import Page, clip, page, sig
 from nsight_agent.views.copies import copies_by, with_copies
 from nsight_agent.views.runs import (
     RunLike,
@@ -150,7 +150,20 @@ def _check_text(check: OutputCheck) -> str:
         value = sig(err, 3)
         if value is not None:
             parts.append(f"{name}={value}")
-    return "; ".join(parts)[:300]
+    return _whole("; ".join(parts))
+
+
+# Far above what the harness writes (its compile errors stop near 2,000 characters): only a
+# message an exception made that long is cut.
+CHECK_CHARS = 4000
+
+
+def _whole(text: str) -> str:
+    """A check's, suspect's or error's message whole; past ``CHECK_CHARS``, cut at a sentence
+    or word and marked so (the run's result.json keeps it whole)."""
+    if len(text) <= CHECK_CHARS:
+        return text
+    return clip(text, CHECK_CHARS) + " [cut; the run's result.json holds the whole message]"
 
 
 def _geomean(values: Iterable[float]) -> float | None:
@@ -239,7 +252,7 @@ def compare_summary(
                 timing = _dropped(run.dropped[name])
             elif (name, idx) in suspects and name != base:
                 timing.verdict, timing.speedup = "suspect", None
-                timing.check = suspects[(name, idx)][:300]
+                timing.check = _whole(suspects[(name, idx)])
             if timing.speedup is not None:
                 speedups[name].append(timing.speedup)
             verdicts[name].append(timing.verdict)
@@ -289,7 +302,7 @@ def _dropped(d: DroppedVariant) -> VariantTiming:
     line = f" (line {d.line})" if d.line else ""
     config = f", config #{d.config_index}" if d.config_index is not None else ""
     return VariantTiming(
-        time=None, verdict=d.verdict, check=f"{d.verdict}{where}{line}{config}: {d.message}"[:300]
+        time=None, verdict=d.verdict, check=_whole(f"{d.verdict}{where}{line}{config}: {d.message}")
     )
 
 

@@ -2,6 +2,11 @@
 compiled, correctness, runtime and ref_runtime in ms, speedup, plus our verdict and its reason,
 so an agent loop written around KernelBench's evaluator can use ours instead.
 
+``compiled`` is False for a candidate that did not import or build: a syntax error or no
+``ModelNew`` (found before any run), an exception at import, a CUDA compile error. One whose
+constructor or forward raises was built: ``compiled=True``, ``correctness=False``, as
+KernelBench's eval reports a ``ModelNew(*init_inputs)`` that raises.
+
 KernelBench times a candidate only once it is correct, and reports ``runtime = -1.0``
 otherwise; so does this view (our run timed it, the comparison has its time). Our
 verdicts are stricter than its correctness: a candidate whose time cannot be trusted
@@ -12,9 +17,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
+from nsight_agent.errors import Problem
 from nsight_agent.views.common import sig
 from nsight_agent.views.compare import FAILING, CompareSummary
 
@@ -42,7 +49,7 @@ class KernelBenchResult(BaseModel):
 
 
 class KernelBenchReport(BaseModel):
-    run_id: str
+    run_id: str | None = Field(description="None: every candidate was refused before any run")
     baseline: str
     results: list[KernelBenchResult]
     compile: str | None = Field(
@@ -105,13 +112,33 @@ def kernelbench_report(summary: CompareSummary) -> KernelBenchReport:
     )
 
 
+def rejected_report(problems: Iterable[Problem], baseline: str) -> KernelBenchReport:
+    """The candidates a request was refused for, each a problem of its own source (a syntax
+    error, no ``ModelNew``) found before any run: KernelBench's ``compiled=False``."""
+    results: dict[str, KernelBenchResult] = {}
+    for p in problems:
+        name = p.variant or p.where
+        said = f"{results[name].reason}; " if name in results else ""
+        results[name] = KernelBenchResult(
+            variant=name,
+            compiled=False,
+            correctness=False,
+            runtime=-1.0,
+            ref_runtime=-1.0,
+            verdict="error",
+            reason=f"{said}error at import: {p.text()}",
+        )
+    return KernelBenchReport(run_id=None, baseline=baseline, results=list(results.values()))
+
+
 def _speed_reason(faster: int, slower: int, configs: int) -> str:
     return f"{faster} of {configs} configs faster, {slower} slower (95% intervals)"
 
 
 def render_kernelbench(report: KernelBenchReport) -> str:
     """One line per candidate, KernelBench's fields first."""
-    lines = [f"run {report.run_id}, against {report.baseline!r} (times in ms):"]
+    run = f"run {report.run_id}" if report.run_id else "no run (every candidate refused)"
+    lines = [f"{run}, against {report.baseline!r} (times in ms):"]
     for r in report.results:
         speed = f"{r.speedup}x" if r.speedup is not None else "-"
         lines.append(
