@@ -41,7 +41,7 @@ from nsight_agent.service.measure import Measuring, WorkerPool
 from nsight_agent.views.common import dump
 from nsight_agent.views.compare import compare_summary
 from nsight_agent.views.runs import profile_summary
-from tests.conformance_cases import CASES, Case, Expect, Method
+from tests.conformance_cases import CASES, ENV, Case, Expect, Method
 from tests.conftest import gpu_available
 
 pytestmark = pytest.mark.xdist_group("conformance")
@@ -345,8 +345,8 @@ def _rows() -> list[Any]:
 
 @pytest.mark.parametrize(("case", "method"), _rows())
 def test_every_path_gives_the_same_answer(paths: Paths, case: Case, method: Method) -> None:
-    if method == "ncu" and case.expect[method] == Expect("environment", "ncu") and _ncu_here():
-        pytest.skip("ncu is installed here: test_ncu_on_the_gpu runs these")
+    if case.expect[method] in (ENV, Expect("environment", "gpu")) and _ncu_here():
+        pytest.skip("a GPU with ncu is here: test_ncu_on_the_gpu_gives_the_timing_paths_answer")
     found = answers(paths, case, method)
     assert disagreement(found) is None, disagreement(found)
     assert mismatch(case.expect[method], found) is None, mismatch(case.expect[method], found)
@@ -359,7 +359,7 @@ def _ncu_here() -> bool:
 def _gpu_rows() -> list[Any]:
     rows = []
     for case in CASES:
-        if case.expect.get("ncu") == Expect("environment", "ncu"):
+        if case.expect.get("ncu") == ENV:
             marks = [pytest.mark.gpu]
             marks += (
                 [pytest.mark.xfail(strict=True, reason=case.xfail["timing"])] if case.xfail else []

@@ -157,7 +157,6 @@ async def expect_resource_error(client: Client, uri: str, *needles: str) -> str:
 # Broken sources: the CPU pre-flight reports each with its stage (ncu absent)
 
 BROKEN_SOURCES: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
-    ("syntax", "def setup(n, device)\n    return ()\n", {}, ("import failed", "line 1")),
     ("import", "import no_such_module_xyz\n" + GOOD, {}, ("import failed", "no_such_module_xyz")),
     (
         "setup raises",
@@ -185,9 +184,6 @@ BROKEN_SOURCES: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
         {},
         ("entry failed", "SystemExit"),
     ),
-    ("no entry", GOOD.replace("def run(", "def other("), {}, ("run",)),
-    ("no setup", GOOD.replace("def setup(", "def make("), {}, ("setup",)),
-    ("wrong entry name", GOOD, {"entry": "missing_fn"}, ("missing_fn",)),
     (
         "kill -9 itself",
         GOOD.replace("return x * 2", "import os, signal\n    os.kill(os.getpid(), 9)"),
@@ -298,7 +294,27 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
         {"timeout_s": 30},
         ("timeout_s", "pass it as options.timeout_s"),
     ),
-    ("unknown option", "profile_kernel", both(timout_s=30), ("timout_s", "Extra inputs")),
+    ("unknown option", "profile_kernel", both(timout_s=30), ("timout_s", "is not an option")),
+    # What the source's text shows is refused before anything runs (the ncu check included).
+    (
+        "syntax error",
+        "profile_kernel",
+        {"source": "def setup(n, device)\n    return ()\n"},
+        ("source, line 1: syntax error: expected ':'",),
+    ),
+    (
+        "no entry",
+        "profile_kernel",
+        {"source": GOOD.replace("def run(", "def other(")},
+        ("defines no function 'run'",),
+    ),
+    (
+        "no setup",
+        "profile_kernel",
+        {"source": GOOD.replace("def setup(", "def make(")},
+        ("defines no function 'setup'",),
+    ),
+    ("wrong entry name", "profile_kernel", {"entry": "missing_fn"}, ("'missing_fn'",)),
     ("unknown skill", "profile_kernel", {"skill": "nope"}, ("No skill named 'nope'",)),
     (
         "unknown section",
@@ -601,7 +617,11 @@ async def test_cancel_during_a_warm_preflight_kills_the_worker(
         assert not process.marked_processes(process.owner_prefix())  # the worker too
         after = await client.call_tool(
             "profile_kernel",
-            {"source": GOOD + "\ndef oops(:\n", "configs": [{"n": 8}], "language": "torch"},
+            {
+                "source": "import no_such_module_xyz\n" + GOOD,
+                "configs": [{"n": 8}],
+                "language": "torch",
+            },
         )
         assert after.is_error and "import failed" in _text(after)
     statuses = sorted(

@@ -400,7 +400,7 @@ def test_twenty_configs_a_page_by_default() -> None:
     assert len(s.configs) == 20 and s.page.total == 21 and s.page.limit == 20
 
 
-def test_check_text_defaults_both_errors_and_the_length_cap() -> None:
+def test_check_text_defaults_both_errors_and_keeps_the_message_whole() -> None:
     bare = check(variant="fast", config_index=0, ok=False)
     s = compare.compare_summary(fake_run(frame(ROWS), [bare]), baseline="base")
     assert s.configs[0].variants["fast"].check == "output differs from the baseline"
@@ -411,7 +411,12 @@ def test_check_text_defaults_both_errors_and_the_length_cap() -> None:
     assert s.configs[0].variants["fast"].check == "m; max_abs_err=1.0; max_rel_err=0.5"
     long = check(variant="fast", config_index=0, ok=False, message="x" * 400)
     s = compare.compare_summary(fake_run(frame(ROWS), [long]), baseline="base")
-    assert s.configs[0].variants["fast"].check == "x" * 300
+    assert s.configs[0].variants["fast"].check == "x" * 400  # whole, never cut mid-word
+    huge = check(variant="fast", config_index=0, ok=False, message="word " * 2000)
+    s = compare.compare_summary(fake_run(frame(ROWS), [huge]), baseline="base")
+    said = s.configs[0].variants["fast"].check or ""
+    assert len(said) < 2 * compare.CHECK_CHARS and said.endswith("holds the whole message]")
+    assert said.split(" [cut")[0].rstrip(".").endswith("word")
 
 
 def test_the_metric_hint_lists_every_metric() -> None:

@@ -40,7 +40,8 @@ GRID = opt("--grid", help='JSON grid: {"M": [1024, 2048]}')
 LANGUAGE = opt(
     "--language",
     choices=LANGUAGES,
-    help="how the source runs (default: kernelbench for a KernelBench problem, else triton)",
+    help="how the source runs (default: kernelbench for a KernelBench problem, cuda for a "
+    "source with CUDA_SOURCE, else triton)",
 )
 CORRECTNESS = opt(
     "--correctness",
