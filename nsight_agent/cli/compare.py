@@ -46,7 +46,8 @@ def compare_variants(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     import nsight_agent.cli.tables as tables
-    from nsight_agent.views import compare, runs, text
+    from nsight_agent.service import summaries
+    from nsight_agent.views import runs, text
     from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
 
     path = Path(args.file)
@@ -67,7 +68,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         correctness=correctness,
         min_effect_pct=args.min_effect,
     )
-    s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
+    s = summaries.compare_summary(run, baseline=args.baseline, limit=10_000)
     if args.kernelbench_result:
         report = kernelbench_report(s)
         print(dump_json(report) if args.json else render_kernelbench(report))

@@ -25,7 +25,7 @@ from nsight_agent.request import (
 )
 from nsight_agent.server.boundary import execute, load, result, state, thread, tool_errors
 from nsight_agent.server.boundary import report_path as boundary_report_path
-from nsight_agent.service import diagnose, profile
+from nsight_agent.service import diagnose, profile, summaries
 from nsight_agent.service.measure import RunResult
 from nsight_agent.service.runs import report_of
 from nsight_agent.views import compare, roofline, text
@@ -139,7 +139,7 @@ async def profile_kernel(
             correctness=o.correctness,
         )
         run = await execute(ctx, lambda where: profile.profile(where, method, o.budget_s, **fields))
-        s = run_views.profile_summary(run, limit=limit)
+        s = summaries.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s, run_views.metric_labels(run)))
 
 
@@ -188,7 +188,7 @@ async def compare_variants(
             )
             run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         effect = options_of(options).min_effect_pct if options and run_id else None
-        s = compare.compare_summary(
+        s = summaries.compare_summary(
             run, baseline=baseline, offset=offset, limit=limit, min_effect_pct=effect
         )
         return result(s, text.render_compare(s, run_views.metric_labels(run)))
@@ -227,7 +227,7 @@ async def roofline_metrics(
                 ctx, lambda where: profile.roofline(where, warmup=o.warmup, **fields)
             )
         s = await thread(
-            lambda: roofline.roofline_summary(report, run=run, offset=offset, limit=limit)
+            lambda: summaries.roofline_summary(report, run=run, offset=offset, limit=limit)
         )
         return result(s, text.render_roofline(s))
 

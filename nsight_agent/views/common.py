@@ -1,10 +1,8 @@
-"""Shared by every view: compact numbers, JSON dumps without empty fields, and paging."""
+"""Shared by every view: clipped text, JSON dumps without empty fields, and paging."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -12,19 +10,6 @@ from pydantic import BaseModel, Field
 from nsight_agent.errors import InvalidRequestError
 
 ARTIFACT_URI = "nsight-agent://runs/{run_id}/{artifact}"
-
-
-def sig(value: Any, digits: int = 4) -> float | None:
-    """A finite number rounded to ``digits`` significant digits; None for NaN/inf/non-numbers."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    if not math.isfinite(number):
-        return None
-    return float(f"{number:.{digits}g}")
 
 
 def clip(text: str, limit: int) -> str:
@@ -51,19 +36,6 @@ def dump(model: BaseModel) -> dict[str, Any]:
 def json_size(model: BaseModel) -> int:
     """Bytes of the compact JSON of ``dump(model)``: what an answer costs a model."""
     return len(json.dumps(dump(model), separators=(",", ":")).encode())
-
-
-def scalar(value: Any) -> Any:
-    """A config value as plain JSON (numpy scalars -> Python, dtypes -> their name)."""
-    item = getattr(value, "item", None)
-    if callable(item):
-        with contextlib.suppress(TypeError, ValueError):
-            value = item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
 
 
 class Page(BaseModel):
