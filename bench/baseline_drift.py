@@ -3,7 +3,7 @@
 1. Drift: the same kernel (a compute-bound Triton loop, 3 sizes) timed ``--rounds`` times,
    ``--gap`` seconds apart, each round on a fresh warm worker (a new process, as a CI job
    would be). Reports each config's median per round and the spread of those medians: their
-   relative std dev (%) is what ``views.gate.DRIFT_RSD_PCT`` stands for.
+   relative std dev (%) is what ``judge.gate.DRIFT_RSD_PCT`` stands for.
 2. Same source re-run minutes apart: every later round against round 0 (named baseline
    ``drift-base``) with the run-to-run rule; expected ``within_noise``. Then the gate itself,
    ``service.check_source`` of the same source: expected no regression.
@@ -40,12 +40,12 @@ import pandas as pd
 
 from nsight_agent.engine.store import baselines
 from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.judge.gate import DRIFT_RSD_PCT
 from nsight_agent.service import baselines as service
 from nsight_agent.service.measure import Measuring, measure
 from nsight_agent.service.profile import build_request
+from nsight_agent.service.summaries import compare_summary
 from nsight_agent.views.common import dump
-from nsight_agent.views.compare import compare_summary
-from nsight_agent.views.gate import DRIFT_RSD_PCT
 from nsight_agent.views.run_diff import render_diff
 
 SOURCE = """
@@ -144,7 +144,7 @@ def drift(root: Path, rounds: int, gap: float, out: dict[str, Any]) -> list[str]
     out["reruns_vs_round0"] = later
     if any(v != "within_noise" for v in later):
         failed.append(f"a re-run of the same source was not within_noise: {later}")
-    d, _ = service.check_source(SOURCE, "drift-base", runs_root=root)
+    d = service.check_source(SOURCE, "drift-base", runs_root=root).diff
     _say("gate, same source:\n" + render_diff(d))
     out["gate_same"] = dump(d)
     if not d.comparable or d.regression:
@@ -166,7 +166,7 @@ def slower(root: Path, out: dict[str, Any]) -> list[str]:
     s = compare_summary(both, baseline="run")
     truth = [c.variants["slow"].speedup for c in s.configs]
     _say(f"within one run, slow variant speedups (baseline/slow): {truth}")
-    d, _ = service.check_source(SOURCE, "drift-base", entry="run_slow", runs_root=root)
+    d = service.check_source(SOURCE, "drift-base", entry="run_slow", runs_root=root).diff
     _say("gate, 10 % slower variant:\n" + render_diff(d))
     out["slow_within_run_speedups"] = truth
     out["gate_slow"] = dump(d)

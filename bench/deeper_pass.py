@@ -31,16 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.diagnose.kernel import COMPUTE_SECTION
-from nsight_agent.service.diagnose import (
-    FIRST_PASS_METRICS,
-    FIRST_PASS_SECTIONS,
-    ONE_PASS_SECTIONS,
-    deeper_sections,
-)
+from nsight_agent.judge.diagnosis import diagnose_report
+from nsight_agent.judge.reading import read_report
+from nsight_agent.service.diagnose import FIRST_PASS_METRICS, FIRST_PASS_SECTIONS, ONE_PASS_SECTIONS
 from nsight_agent.service.measure import Measuring, RunResult
 from nsight_agent.service.profile import profile
 from nsight_agent.service.runs import report_of
-from nsight_agent.views.diagnosis import diagnose_report
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBES = ROOT / "bench" / "probes" / "ncu_passthrough.py"
@@ -100,28 +96,33 @@ def _timed(runs: Path, entry: str, sections: list[str], reps: int) -> tuple[floa
     return statistics.median(walls), run  # a run that fails raises, naming its stage
 
 
+def _headline(run: RunResult) -> str:
+    """The first kernel's headline in the run's report."""
+    return diagnose_report(read_report(report_of(run))).full[0].diagnosis.headline
+
+
 def measure(entry: str, reps: int) -> dict[str, Any]:
     runs = Path(tempfile.mkdtemp(prefix="deeper-pass-"))
     first, first_run = _timed(runs, entry, FIRST_PASS_SECTIONS, reps)
-    d = diagnose_report(report_of(first_run))
-    extra = deeper_sections(d)
+    d = diagnose_report(read_report(report_of(first_run)))
+    extra = d.deeper_sections
     second_sections = [*FIRST_PASS_SECTIONS, *extra]
     row: dict[str, Any] = {
         "entry": entry,
-        "headline_first": d.kernels[0].diagnosis.headline if d.kernels else None,
+        "headline_first": d.full[0].diagnosis.headline if d.full else None,
         "deeper": extra,
         "first_s": round(first, 2),
     }
     second, second_run = _timed(runs, entry, second_sections, reps)
     row["second_s"] = round(second, 2)
-    row["headline_second"] = diagnose_report(report_of(second_run)).kernels[0].diagnosis.headline
+    row["headline_second"] = _headline(second_run)
     if COMPUTE_SECTION in extra:
         without = [s for s in second_sections if s != COMPUTE_SECTION]
         row["second_no_cwa_s"] = round(_timed(runs, entry, without, reps)[0], 2)
         row["cwa_added_pct"] = round(100.0 * (second / row["second_no_cwa_s"] - 1.0), 1)
     one, one_run = _timed(runs, entry, ONE_PASS_SECTIONS, reps)
     row["one_s"] = round(one, 2)
-    row["headline_one"] = diagnose_report(report_of(one_run)).kernels[0].diagnosis.headline
+    row["headline_one"] = _headline(one_run)
     row["same_headline"] = row["headline_one"] == row["headline_second"]
     row["staged_over_one"] = round((first + second) / one, 2)
     peer, _ = _timed(runs, entry, FULL_SET, reps)

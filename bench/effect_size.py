@@ -100,7 +100,7 @@ def variants(copies: int, slower: bool) -> list[dict[str, str]]:
 
 def one_call(where: Any, method: str, copies: int, slower: bool, seed: int) -> dict[str, Any]:
     from nsight_agent.service.profile import profile
-    from nsight_agent.views.compare import compare_summary
+    from nsight_agent.service.summaries import compare_summary
 
     start = time.monotonic()
     run = profile(

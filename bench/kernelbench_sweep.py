@@ -489,7 +489,7 @@ def _time_ns(run: RunResult, variant: str, column: str = "AvgValue") -> float | 
 def _stage_seconds_of(sweep: Sweep, run_id: str | None) -> dict[str, float] | None:
     """A run's stage seconds by its id, in the sweep's runs folder (a diagnosis and a failure
     carry the id, not the run)."""
-    from nsight_agent.views.builds import stage_seconds_of
+    from nsight_agent.judge.builds import stage_seconds_of
 
     if not run_id or sweep.runs_root is None:
         return None
@@ -499,8 +499,8 @@ def _stage_seconds_of(sweep: Sweep, run_id: str | None) -> dict[str, float] | No
 def timing_phase(
     sweep: Sweep, where: Measuring, problems: list[Problem], args: argparse.Namespace
 ) -> None:
+    from nsight_agent.judge.builds import stage_seconds_of
     from nsight_agent.service.profile import profile
-    from nsight_agent.views.builds import stage_seconds_of
 
     def one(problem: Problem) -> dict[str, Any]:
         run = profile(
@@ -615,9 +615,9 @@ def compile_phase(
 ) -> None:
     """Ours and KernelBench's timing of the same problem, one after the other, the side that
     goes first alternating from problem to problem."""
+    from nsight_agent.judge.builds import stage_seconds_of
     from nsight_agent.service.profile import profile
-    from nsight_agent.views.builds import stage_seconds_of
-    from nsight_agent.views.compare import compare_summary
+    from nsight_agent.service.summaries import compare_summary
 
     def ours(problem: Problem) -> dict[str, Any]:
         source = problem.path.read_text()

@@ -59,6 +59,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from nsight_agent.diagnose import checks_memory as cm
+from nsight_agent.judge.builds import stage_seconds_of
 from nsight_agent.request import TIME_METRIC
 from nsight_agent.service.diagnose import (
     FIRST_PASS_METRICS,
@@ -68,7 +69,6 @@ from nsight_agent.service.diagnose import (
     PASS_ENV,
     one_pass,
 )
-from nsight_agent.views.builds import stage_seconds_of
 
 # The raw floor's kernel (x * 2.0 on 2^24 floats) as a profile_kernel source.
 TORCH = """

@@ -29,7 +29,7 @@ settings.register_profile(
 )
 settings.load_profile("nsight-agent")
 
-# The gate compares a CPU run's speed probe with its baseline's (views/gate.py); this suite's
+# The gate compares a CPU run's speed probe with its baseline's (judge/gate.py); this suite's
 # own parallel workers load the CPU at random, so the runs it makes skip the probe (the gate's
 # tests give stand-in runs probes of their own, and run the probe itself).
 os.environ.setdefault(CPU_PROBE_ENV, "0")

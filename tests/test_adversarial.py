@@ -20,7 +20,7 @@ import pytest
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.compare import compare_summary
+from nsight_agent.service.summaries import compare_summary
 
 FIXTURES = Path(__file__).parent / "fixtures" / "adversarial"
 SOURCE = (FIXTURES / "softmax_games.py").read_text()

@@ -26,18 +26,21 @@ LAYERS: dict[str, int] = {
     "kernelbench": 0,
     "source_shape": 0,
     "source_kernels": 0,
+    "numbers": 0,
+    "wording": 0,
     "engine": 1,
     "catalog": 2,
     "diagnose": 2,
-    "views": 3,
-    "service": 4,
-    "api": 4,
-    "experimental": 4,
-    "server": 5,
-    "cli": 6,
-    "demo": 6,
-    "__main__": 7,
-    "__init__": 7,
+    "judge": 3,
+    "views": 4,
+    "service": 5,
+    "api": 5,
+    "experimental": 5,
+    "server": 6,
+    "cli": 7,
+    "demo": 7,
+    "__main__": 8,
+    "__init__": 8,
 }
 # The engine's rooms, inner first: a module may import its own room or an inner one, so the
 # arrows between rooms point one way (docs/ARCHITECTURE.md draws them).
@@ -186,6 +189,20 @@ def test_front_ends_reach_the_engine_through_the_service_layer_only() -> None:
     assert not wrong, "\n".join(sorted(wrong))
 
 
+def test_views_only_shape_what_they_are_given() -> None:
+    """The views import nothing from the engine (the judge reads runs and reports and decides;
+    the views shape and render), and the judge imports no view, service or front end."""
+    wrong = []
+    for mod, deps in graph().items():
+        top = mod.split(".")[0]
+        for dep in deps:
+            if top == "views" and dep.split(".")[0] == "engine":
+                wrong.append(f"{mod} imports {dep}")
+            if top == "judge" and layer(dep) > LAYERS["judge"]:
+                wrong.append(f"{mod} imports {dep}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
 def room(name: str) -> str | None:
     """The engine room of module ``name`` (the longest matching prefix), None outside engine."""
     found = [r for r in ENGINE_ROOMS if name == r or name.startswith(r + ".")]
@@ -271,8 +288,8 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
 
 DOC = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
 TABLE_START, TABLE_END = "<!-- modules:start -->", "<!-- modules:end -->"
-LAYER_NAMES = {0: "leaf", 1: "engine", 2: "catalog / diagnose", 3: "views", 4: "service / api"}
-LAYER_NAMES |= {5: "server", 6: "front end", 7: "package"}
+LAYER_NAMES = {0: "leaf", 1: "engine", 2: "catalog / diagnose", 3: "judge", 4: "views"}
+LAYER_NAMES |= {5: "service / api", 6: "server", 7: "front end", 8: "package"}
 
 
 def summary(path: Path) -> str:

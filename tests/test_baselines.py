@@ -24,13 +24,14 @@ from nsight_agent.cli import main
 from nsight_agent.engine.store import baselines, retention
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.judge import gate, run_diff
+from nsight_agent.judge.verdicts import config_verdict
 from nsight_agent.service import baselines as service
 from nsight_agent.service.measure import Measuring
 from nsight_agent.service.profile import profile
 from nsight_agent.service.runs import list_runs
-from nsight_agent.views import gate, run_diff
-from nsight_agent.views.compare import config_verdict
 from nsight_agent.views.history import plot_history, render_history
+from nsight_agent.views.run_diff import render_diff
 
 FAST = """
 import torch
@@ -190,8 +191,9 @@ def plain(row: dict[str, float]) -> dict[str, float]:
 
 def test_a_much_slower_source_is_a_regression_and_faster_is_not(store: dict[str, Any]) -> None:
     root, pool = store["root"], store["pool"]
-    d, both = service.check_source(SLOW, "main", runs_root=root, pool=pool)
-    assert both is None and d.comparable
+    checked = service.check_source(SLOW, "main", runs_root=root, pool=pool)
+    d = checked.diff
+    assert checked.remeasured is None and d.comparable and checked.regression is True
     assert [c.verdict for c in d.configs] == ["slower", "slower"]
     assert d.regression is True and d.overall is not None and d.overall.verdict == "slower"
     assert d.candidate.source_hash != d.baseline.source_hash
@@ -232,7 +234,7 @@ def test_other_gpu_method_or_configs_are_not_comparable(store: dict[str, Any]) -
         assert not d.comparable and d.overall is None and not d.configs, why
         assert d.reasons and any(why in r for r in d.reasons), (why, d.reasons)
         assert d.todo and "compare_variants" in d.todo
-        assert "NOT COMPARABLE" in run_diff.render_diff(d)
+        assert "NOT COMPARABLE" in render_diff(d)
 
 
 def test_recorded_h200_runs_compare_and_refuse_another_ncu(tmp_path: Path, sweep: Any) -> None:

@@ -127,13 +127,13 @@ def test_speedup_agreement_counts_only_ok_rows_and_splits_honest_ones() -> None:
 
 
 def test_a_big_kernel_without_a_cause_is_counted_unless_a_step_cause_names_it() -> None:
-    from nsight_agent.views.diagnosis import diagnose_report
+    from nsight_agent.service.diagnose import diagnose_file
     from tests.fixture_reports import unpacked
 
     # step_chain: the user's gather (32 %) has no cause; the torch ops after it are an
     # unfused chain, a step cause that names their groups.
     chain = Path(__file__).parent / "fixtures" / "steps" / "step_chain.ncu-rep.xz"
-    d = diagnose_report(unpacked(chain), limit=sweep.DIAGNOSED)
+    d = diagnose_file(unpacked(chain), limit=sweep.DIAGNOSED)
     found = sweep.diagnosis_fields(d) | sweep.step_fields(d)
     silent = [k["kernel"] for k in found["uncaused"] if not k["step_cause"]]
     assert silent == ["user_col_gather"] and found["no_cause_count"] == 1
@@ -149,11 +149,11 @@ def test_a_kernel_counts_as_covered_by_a_step_cause_exactly_when_its_headline_sa
 ) -> None:
     # The sweep counted a ResNet18 kernel as "no cause" whose headline named the step's
     # launch_bound_step (H200, 2026-12-04): the count now asks the step cause as the view does.
-    from nsight_agent.views.diagnosis import diagnose_report
+    from nsight_agent.service.diagnose import diagnose_file
     from tests.fixture_reports import unpacked
 
     report = Path(__file__).parent / "fixtures" / "steps" / f"{name}.ncu-rep.xz"
-    found = sweep.diagnosis_fields(diagnose_report(unpacked(report), limit=sweep.DIAGNOSED))
+    found = sweep.diagnosis_fields(diagnose_file(unpacked(report), limit=sweep.DIAGNOSED))
     for k in found["uncaused"]:
         assert k["step_cause"] == ("part of the step's" in k["headline"]), k
     assert found["no_cause_count"] == sum(not k["step_cause"] for k in found["uncaused"])

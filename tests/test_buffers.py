@@ -14,7 +14,7 @@ from nsight_agent.engine import pipeline
 from nsight_agent.engine.harness import integrity
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.compare import compare_summary
+from nsight_agent.service.summaries import compare_summary
 
 # setup seeds a generator of its own (so two seeds give the same data), and hands an
 # accumulator that must start at zero: atomic-add style accumulation into it.

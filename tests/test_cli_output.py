@@ -12,8 +12,9 @@ import pytest
 
 from nsight_agent import cli
 from nsight_agent.cli import output, tables
-from nsight_agent.views import common, report, text
-from nsight_agent.views.diagnosis import diagnose_report
+from nsight_agent.service.diagnose import diagnose_file
+from nsight_agent.service.summaries import report_summary
+from nsight_agent.views import common, text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 H200_REPORT = FIXTURES / "h200_bf16_matmul_sections.ncu-rep"
@@ -62,7 +63,7 @@ def test_no_color_keeps_the_table_without_colour(monkeypatch: pytest.MonkeyPatch
 def test_a_pipe_gets_the_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["report", str(H200_REPORT)]) == 0
     out = capsys.readouterr().out
-    s = report.summarize_report(H200_REPORT, limit=20, findings=3)
+    s = report_summary(H200_REPORT, limit=20, findings=3)
     assert out == text.render_report(s) + "\n"  # stable: what MCP clients read too
     assert not ANSI.search(out) and "┃" not in out
 
@@ -74,9 +75,9 @@ def test_json_is_the_model_dump_even_on_a_terminal(
     terminal = on_terminal(monkeypatch)
     assert cli.main([command, str(H200_REPORT), "--json"]) == 0
     if command == "report":
-        model = report.summarize_report(H200_REPORT, limit=20, findings=3)
+        model = report_summary(H200_REPORT, limit=20, findings=3)
     else:
-        model = diagnose_report(H200_REPORT, limit=3)
+        model = diagnose_file(H200_REPORT, limit=3)
     assert terminal.getvalue() == json.dumps(common.dump(model), indent=1) + "\n"
 
 
@@ -100,9 +101,9 @@ def test_every_renderer_draws() -> None:
     from rich.console import Console
 
     narrow = Console(file=io.StringIO(), width=140, force_terminal=True)
-    sweep = report.summarize_report(FIXTURES / "engine" / "sweep" / "report.ncu-rep", limit=2)
+    sweep = report_summary(FIXTURES / "engine" / "sweep" / "report.ncu-rep", limit=2)
     narrow.print(tables.report(sweep))
-    narrow.print(tables.diagnosis(diagnose_report(UNCOALESCED)))
+    narrow.print(tables.diagnosis(diagnose_file(UNCOALESCED)))
     drawn = ANSI.sub("", narrow.file.getvalue())  # type: ignore[attr-defined]
     assert "share" in drawn and "nsight-agent skills memory" in drawn
     # Paging hints name the command, not the MCP call (read with the console's wrapping undone:

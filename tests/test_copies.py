@@ -20,7 +20,7 @@ from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.compare import compare_summary
+from nsight_agent.service.summaries import compare_summary
 
 TIME = "gpu__time_duration.sum"
 

@@ -10,7 +10,7 @@ import pytest
 from nsight_agent.diagnose.bound import classify
 from nsight_agent.diagnose.kernel import diagnose_action
 from nsight_agent.diagnose.thresholds import DiagnosisThresholds
-from nsight_agent.views.diagnosis import diagnose_report
+from nsight_agent.service.diagnose import diagnose_file
 from tests.fakes import FakeAction
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
@@ -125,8 +125,8 @@ def test_a_kernel_at_the_tensor_roof_is_not_told_to_use_tensor_cores() -> None:
     assert mine.causes[0].actions[0].startswith("It runs tensor_bf16 on the tensor cores already")
     assert not any("Use a faster precision/unit" in a for a in mine.causes[0].actions)
     planted = Path(__file__).parent / "fixtures" / "planted"
-    dot = diagnose_report(planted / "control_dot_triton.ncu-rep", limit=1, one_line=0)
+    dot = diagnose_file(planted / "control_dot_triton.ncu-rep", limit=1, one_line=0)
     move = dot.kernels[0].diagnosis.causes[0].actions[0]
     assert move.startswith("It runs on the tensor cores already; which precision, the report")
-    fma = diagnose_report(planted / "control_fma_cuda.ncu-rep", limit=1, one_line=0)
+    fma = diagnose_file(planted / "control_fma_cuda.ncu-rep", limit=1, one_line=0)
     assert fma.kernels[0].diagnosis.causes[0].actions[0].startswith("Use a faster precision/unit")

@@ -25,7 +25,7 @@ from nsight_agent.engine.harness import ext_builds
 from nsight_agent.engine.process import child_env
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.compare import compare_summary
+from nsight_agent.service.summaries import compare_summary
 
 pytestmark = [
     pytest.mark.skipif(

@@ -36,7 +36,7 @@ from nsight_agent.engine.worker.targets import TargetPool
 from nsight_agent.errors import CollectionTimeoutError, InvalidRequestError, RunCancelledError
 from nsight_agent.request import ProfileRequest, Variant
 from nsight_agent.server.app import build_server
-from nsight_agent.views.runs import profile_summary
+from nsight_agent.service.summaries import profile_summary
 
 # Tests that wait on other processes share one xdist worker, one after another.
 pytestmark = pytest.mark.xdist_group("targets")

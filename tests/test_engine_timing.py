@@ -16,7 +16,7 @@ from nsight_agent.engine.harness import runtime
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.engine.worker import timing, timing_result
-from nsight_agent.views.compare import compare_summary
+from nsight_agent.service.summaries import compare_summary
 
 FAST = timing.TimingOptions(min_runs=6, max_runs=12, max_seconds=5.0)
 PROCESSED = [

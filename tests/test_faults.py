@@ -533,7 +533,7 @@ async def test_unexpected_errors_name_the_stage(
             "KeyError",
             "planted",
         )
-    assert "in views.report" in text, text  # the innermost stage of this package
+    assert "in judge.reading" in text, text  # the innermost stage of this package
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,10 +19,10 @@ import pytest
 from nsight_agent.cli import main
 from nsight_agent.engine.worker import timer
 from nsight_agent.engine.worker.pool import WorkerPool
+from nsight_agent.judge import gate
 from nsight_agent.service import baselines as service
 from nsight_agent.service.measure import Measuring
 from nsight_agent.service.profile import profile
-from nsight_agent.views import gate
 
 SOURCE = """
 import torch

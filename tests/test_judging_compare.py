@@ -1,4 +1,4 @@
-"""views/compare.py held at its edges: the interval rule's boundaries, its symmetry under
+"""The comparison (judge/verdicts.py, judge/comparison.py) held at its edges: the interval rule's boundaries, its symmetry under
 swapping baseline and variant (hypothesis), the per-variant counts, and a whole comparison on a
 small frame whose every number is written out here."""
 
@@ -14,11 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nsight_agent import wording
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
-from nsight_agent.views import compare
-from nsight_agent.views.compare import config_verdict, variant_overall
+from nsight_agent.judge import verdicts
+from nsight_agent.judge.verdicts import config_verdict, variant_overall
+from nsight_agent.service import summaries
 
 TIME = "gpu__time_duration.sum"
 US = 1000.0  # ns
@@ -45,7 +47,7 @@ def test_separated_intervals_need_the_minimum_effect_too() -> None:
     """A 1 % change with tight intervals is noise-sized: within_noise, its speedup still shown;
     5 % is slower at the default (3 %); the threshold is the request's, either way."""
     base = row(100.0, 99.9, 100.1)
-    assert compare.MIN_EFFECT_PCT == 3.0
+    assert verdicts.MIN_EFFECT_PCT == 3.0
     assert config_verdict(row(99.0, 98.95, 99.05), base) == "within_noise"
     assert config_verdict(row(101.0, 100.95, 101.05), base) == "within_noise"
     assert config_verdict(row(105.0, 104.9, 105.1), base) == "slower"
@@ -53,8 +55,8 @@ def test_separated_intervals_need_the_minimum_effect_too() -> None:
     assert config_verdict(row(97.2, 97.1, 97.3), base) == "within_noise"  # 100/97.2 = 1.029
     assert config_verdict(row(99.0, 98.95, 99.05), base, 0.0) == "faster"  # intervals alone
     assert config_verdict(row(105.0, 104.9, 105.1), base, 6.0) == "within_noise"
-    assert "at least 3% (options.min_effect_pct)" in compare.verdict_rule()
-    assert "at least 6%" in compare.verdict_rule(6.0)
+    assert "at least 3% (options.min_effect_pct)" in verdicts.verdict_rule()
+    assert "at least 6%" in verdicts.verdict_rule(6.0)
 
 
 def test_a_time_change_below_the_ns_floor_is_within_noise() -> None:
@@ -63,11 +65,11 @@ def test_a_time_change_below_the_ns_floor_is_within_noise() -> None:
     that is not a time has no floor."""
     base = row(1330.0, 1325.0, 1335.0)
     assert config_verdict(row(1269.0, 1265.0, 1273.0), base) == "faster"  # no floor given
-    floor = compare.effect_floor(TIME)
-    assert floor == 100.0 and compare.effect_floor("dram__bytes.sum") == 0.0
+    floor = verdicts.effect_floor(TIME)
+    assert floor == 100.0 and verdicts.effect_floor("dram__bytes.sum") == 0.0
     assert config_verdict(row(1269.0, 1265.0, 1273.0), base, 3.0, floor) == "within_noise"
     assert config_verdict(row(1130.0, 1125.0, 1135.0), base, 3.0, floor) == "faster"
-    assert "and 100 ns" in compare.verdict_rule()
+    assert "and 100 ns" in verdicts.verdict_rule()
 
 
 def test_a_missing_bound_of_either_interval_is_within_noise() -> None:
@@ -237,7 +239,7 @@ ROWS = [
 
 
 def test_a_comparison_counts_configs_and_takes_speedups_from_means() -> None:
-    s = compare.compare_summary(fake_run(frame(ROWS)), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(ROWS)), baseline="base")
     assert (s.baseline, s.metric, s.unit, s.seconds, s.run_id) == ("base", TIME, "ns", 1.23, "r1")
     assert [c.config for c in s.configs] == [{"n": 1}, {"n": 2}, {"n": 3}]
     assert [c.config_index for c in s.configs] == [0, 1, 2]
@@ -271,21 +273,21 @@ def test_the_run_s_minimum_effect_decides_and_a_re_read_may_change_it() -> None:
     at the default, slower when the run asked for no minimum, and re-readable either way."""
     rows = [(n, v, t, 0.1) for n, v, t, _ in ROWS]
     rows = [(name, n, mean, half) for name, n, mean, half in rows]
-    s = compare.compare_summary(fake_run(frame(rows)), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(rows)), baseline="base")
     assert s.configs[2].variants["fast"].verdict == "within_noise"
     assert s.configs[2].variants["fast"].speedup == pytest.approx(100 / 100.5, rel=1e-3)
     assert s.overall["fast"].verdict == "mixed"  # two configs faster, one within noise
     assert "at least 3%" in s.rule
-    strict = compare.compare_summary(fake_run(frame(rows), min_effect_pct=0.0), baseline="base")
+    strict = summaries.compare_summary(fake_run(frame(rows), min_effect_pct=0.0), baseline="base")
     assert strict.configs[2].variants["fast"].verdict == "slower"
     assert "at least 0%" in strict.rule
-    again = compare.compare_summary(fake_run(frame(rows)), baseline="base", min_effect_pct=0.0)
+    again = summaries.compare_summary(fake_run(frame(rows)), baseline="base", min_effect_pct=0.0)
     assert again.configs[2].variants["fast"].verdict == "slower"
 
 
 def test_swapping_the_baseline_mirrors_every_verdict() -> None:
-    forward = compare.compare_summary(fake_run(frame(ROWS)), baseline="base")
-    backward = compare.compare_summary(fake_run(frame(ROWS)), baseline="slow")
+    forward = summaries.compare_summary(fake_run(frame(ROWS)), baseline="base")
+    backward = summaries.compare_summary(fake_run(frame(ROWS)), baseline="slow")
     for f, b in zip(forward.configs, backward.configs):
         assert b.variants["base"].verdict == MIRROR[f.variants["slow"].verdict]
         speedups = (f.variants["slow"].speedup, b.variants["base"].speedup)
@@ -295,12 +297,12 @@ def test_swapping_the_baseline_mirrors_every_verdict() -> None:
 
 
 def test_the_baseline_comes_from_the_request_then_the_first_variant() -> None:
-    assert compare.compare_summary(fake_run(frame(ROWS), baseline="slow")).baseline == "slow"
-    assert compare.compare_summary(fake_run(frame(ROWS))).baseline == "base"
+    assert summaries.compare_summary(fake_run(frame(ROWS), baseline="slow")).baseline == "slow"
+    assert summaries.compare_summary(fake_run(frame(ROWS))).baseline == "base"
     with pytest.raises(InvalidRequestError, match="'nope' is not a variant"):
-        compare.compare_summary(fake_run(frame(ROWS)), baseline="nope")
+        summaries.compare_summary(fake_run(frame(ROWS)), baseline="nope")
     with pytest.raises(InvalidRequestError, match=r"no 'dram__bytes\.sum' rows"):
-        compare.compare_summary(fake_run(frame(ROWS)), metric="dram__bytes.sum")
+        summaries.compare_summary(fake_run(frame(ROWS)), metric="dram__bytes.sum")
 
 
 def test_a_failed_check_makes_the_config_incorrect_with_its_text() -> None:
@@ -313,7 +315,7 @@ def test_a_failed_check_makes_the_config_incorrect_with_its_text() -> None:
         max_rel_err=None,
     )
     good = check(variant="slow", config_index=1, ok=True, message="ok")
-    s = compare.compare_summary(fake_run(frame(ROWS), [bad, good]), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(ROWS), [bad, good]), baseline="base")
     v = s.configs[1].variants["fast"]
     assert (v.verdict, v.speedup, v.time, v.check) == (
         "incorrect",
@@ -329,17 +331,17 @@ def test_a_failed_check_makes_the_config_incorrect_with_its_text() -> None:
 
 def test_a_variant_missing_at_a_config_is_no_data_or_incorrect() -> None:
     rows = [r for r in ROWS if not (r[0] == "fast" and r[1] == 2)]
-    s = compare.compare_summary(fake_run(frame(rows)), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(rows)), baseline="base")
     assert s.configs[1].variants["fast"].verdict == "no_data"
     assert s.configs[1].variants["fast"].time is None
     crashed = check(variant="fast", config_index=1, ok=False, message="")
-    s = compare.compare_summary(fake_run(frame(rows), [crashed]), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(rows), [crashed]), baseline="base")
     v = s.configs[1].variants["fast"]
     assert (v.verdict, v.check) == ("incorrect", "output differs from the baseline")
 
 
 def test_paging_keeps_the_overall_verdict_of_every_config() -> None:
-    s = compare.compare_summary(fake_run(frame(ROWS)), baseline="base", offset=1, limit=1)
+    s = summaries.compare_summary(fake_run(frame(ROWS)), baseline="base", offset=1, limit=1)
     assert [c.config_index for c in s.configs] == [1]
     assert s.page.total == 3 and s.page.truncated is not None
     assert s.overall["slow"].configs_slower == 3
@@ -347,10 +349,10 @@ def test_paging_keeps_the_overall_verdict_of_every_config() -> None:
 
 def test_the_hints_name_what_the_run_has() -> None:
     with pytest.raises(InvalidRequestError) as info:
-        compare.compare_summary(fake_run(frame(ROWS)), baseline="nope")
+        summaries.compare_summary(fake_run(frame(ROWS)), baseline="nope")
     assert info.value.hint == "Variants: base, fast, slow."
     with pytest.raises(InvalidRequestError) as info:
-        compare.compare_summary(fake_run(frame(ROWS)), metric="x")
+        summaries.compare_summary(fake_run(frame(ROWS)), metric="x")
     assert info.value.hint == f"Metrics in this run: {TIME}."
 
 
@@ -362,7 +364,7 @@ def test_spread_units_warnings_and_artifacts_are_passed_on(tmp_path: Path) -> No
     run.warnings = ["something the pipeline said"]
     (tmp_path / "report.ncu-rep").write_bytes(b"")
     run.artifacts = {"report": tmp_path / "report.ncu-rep", "gone": tmp_path / "gone.csv"}
-    s = compare.compare_summary(run, baseline="base")
+    s = summaries.compare_summary(run, baseline="base")
     assert s.configs[0].variants["fast"].rsd_pct == 1.23
     assert s.unit is None
     assert s.warnings == ["something the pipeline said"]
@@ -372,13 +374,13 @@ def test_spread_units_warnings_and_artifacts_are_passed_on(tmp_path: Path) -> No
 def test_a_variant_without_a_time_has_no_speedup() -> None:
     rows = frame(ROWS)
     rows.loc[(rows["Annotation"] == "fast") & (rows["n"] == 1), "AvgValue"] = math.nan
-    v = compare.compare_summary(fake_run(rows), baseline="base").configs[0].variants["fast"]
+    v = summaries.compare_summary(fake_run(rows), baseline="base").configs[0].variants["fast"]
     assert (v.time, v.speedup, v.verdict) == (None, None, "no_data")
 
 
 def test_a_config_without_the_baseline_is_no_data() -> None:
     rows = [r for r in ROWS if not (r[0] == "base" and r[1] == 2)]
-    s = compare.compare_summary(fake_run(frame(rows)), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(rows)), baseline="base")
     v = s.configs[1].variants["fast"]
     assert (v.time, v.speedup, v.verdict) == (40.0 * US, None, "no_data")
 
@@ -386,7 +388,7 @@ def test_a_config_without_the_baseline_is_no_data() -> None:
 def test_a_row_outside_the_requested_configs_has_an_empty_config() -> None:
     run = fake_run(frame(ROWS))
     run.request.expanded_configs = lambda: [{"n": 1}, {"n": 2}]
-    s = compare.compare_summary(run, baseline="base")
+    s = summaries.compare_summary(run, baseline="base")
     assert [(c.config_index, c.config) for c in s.configs] == [
         (-1, {}),
         (0, {"n": 1}),
@@ -396,26 +398,26 @@ def test_a_row_outside_the_requested_configs_has_an_empty_config() -> None:
 
 def test_twenty_configs_a_page_by_default() -> None:
     rows = [(name, n, 100.0, 1.0) for n in range(21) for name in ("base", "fast")]
-    s = compare.compare_summary(fake_run(frame(rows)), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(rows)), baseline="base")
     assert len(s.configs) == 20 and s.page.total == 21 and s.page.limit == 20
 
 
 def test_check_text_defaults_both_errors_and_keeps_the_message_whole() -> None:
     bare = check(variant="fast", config_index=0, ok=False)
-    s = compare.compare_summary(fake_run(frame(ROWS), [bare]), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(ROWS), [bare]), baseline="base")
     assert s.configs[0].variants["fast"].check == "output differs from the baseline"
     both = check(
         variant="fast", config_index=0, ok=False, message="m", max_abs_err=1.0, max_rel_err=0.5
     )
-    s = compare.compare_summary(fake_run(frame(ROWS), [both]), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(ROWS), [both]), baseline="base")
     assert s.configs[0].variants["fast"].check == "m; max_abs_err=1.0; max_rel_err=0.5"
     long = check(variant="fast", config_index=0, ok=False, message="x" * 400)
-    s = compare.compare_summary(fake_run(frame(ROWS), [long]), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(ROWS), [long]), baseline="base")
     assert s.configs[0].variants["fast"].check == "x" * 400  # whole, never cut mid-word
     huge = check(variant="fast", config_index=0, ok=False, message="word " * 2000)
-    s = compare.compare_summary(fake_run(frame(ROWS), [huge]), baseline="base")
+    s = summaries.compare_summary(fake_run(frame(ROWS), [huge]), baseline="base")
     said = s.configs[0].variants["fast"].check or ""
-    assert len(said) < 2 * compare.CHECK_CHARS and said.endswith("holds the whole message]")
+    assert len(said) < 2 * wording.MESSAGE_CHARS and said.endswith("holds the whole message]")
     assert said.split(" [cut")[0].rstrip(".").endswith("word")
 
 
@@ -423,5 +425,5 @@ def test_the_metric_hint_lists_every_metric() -> None:
     rows = frame(ROWS)
     other = rows.assign(Metric="dram__bytes.sum")
     with pytest.raises(InvalidRequestError) as info:
-        compare.compare_summary(fake_run(pd.concat([rows, other])), metric="x")
+        summaries.compare_summary(fake_run(pd.concat([rows, other])), metric="x")
     assert info.value.hint == f"Metrics in this run: {TIME}, dram__bytes.sum."

@@ -30,9 +30,9 @@ from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.engine.worker import timing_run
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.engine.worker.timing_options import TimingOptions
+from nsight_agent.judge.builds import build_note
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.builds import build_note
-from nsight_agent.views.compare import compare_summary
+from nsight_agent.service.summaries import compare_summary
 from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"

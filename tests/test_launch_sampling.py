@@ -19,13 +19,14 @@ import ncu_report
 import pytest
 from pydantic import ValidationError
 
+from nsight_agent.diagnose.places import clean_op, is_torch_range, places
+from nsight_agent.diagnose.step_view import StepView, step_view
 from nsight_agent.engine.collection import attach, extract, launch_sampling, ncu
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, SamplingMismatch
 from nsight_agent.engine.harness import gpu_activity, runtime
 from nsight_agent.engine.harness.gpu_activity import CALL_PREFIX, attribute, launch_config
+from nsight_agent.judge.reading import expanded
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.diagnosis import _expanded
-from nsight_agent.views.step import clean_op, is_torch_range, step_view
 from nsight_agent.views.text import render_diagnosis
 from tests.fakes import FakeAction
 from tests.fixture_reports import unpacked
@@ -66,6 +67,10 @@ def _sampled(actions: list[Any]) -> list[Any]:
     return kept
 
 
+def _step(actions: list[Any]) -> StepView:
+    return step_view(actions, places(actions, [extract.nvtx_ranges(a) for a in actions]))
+
+
 @pytest.mark.parametrize("name", REPORTS)
 def test_a_sampled_step_expanded_reads_as_the_whole_report(name: str) -> None:
     full = _actions(name)
@@ -76,7 +81,7 @@ def test_a_sampled_step_expanded_reads_as_the_whole_report(name: str) -> None:
     for a, b in zip(full, every, strict=True):
         assert launch_sampling.base_name(a.name()) == launch_sampling.base_name(b.name())
         assert b[DURATION].value() == pytest.approx(a[DURATION].value())
-    whole, read = step_view(full), step_view(every)
+    whole, read = _step(full), _step(every)
     assert read.gpu_us == pytest.approx(whole.gpu_us)
     assert read.launches == whole.launches
     assert [(g.group, g.launches) for g in read.groups] == [
@@ -122,12 +127,12 @@ def test_a_launch_no_profiled_launch_stands_for_is_a_mismatch() -> None:
 def test_an_unmapped_sample_is_read_as_profiled_and_says_so() -> None:
     full = _actions("step_chain")
     sampled = _sampled(full)
-    actions, said = _expanded(sampled, [_prelaunch(a) for a in full[:2]])
+    actions, said = expanded(sampled, [_prelaunch(a) for a in full[:2]])
     assert actions == sampled and said is not None and said.startswith("launch-sampled, not mapped")
-    actions, said = _expanded(sampled, [_prelaunch(a) for a in full])
+    actions, said = expanded(sampled, [_prelaunch(a) for a in full])
     assert len(actions) == len(full) and said is not None
     assert f"profiled {len(sampled)} of the call's {len(full)} launches" in said
-    assert _expanded(full, [_prelaunch(a) for a in full]) == (full, None)  # nothing repeated
+    assert expanded(full, [_prelaunch(a) for a in full]) == (full, None)  # nothing repeated
 
 
 @pytest.mark.parametrize(
@@ -335,15 +340,15 @@ def test_the_map_follows_what_ncu_told_apart_as_seen_on_the_h200() -> None:
 
 
 def test_the_diagnosis_of_a_report_says_how_its_launches_were_read() -> None:
-    from nsight_agent.views.diagnosis import diagnose_report
+    from nsight_agent.service.diagnose import diagnose_file
 
     path = unpacked(STEPS / "step_chain.ncu-rep.xz")
     full = _actions("step_chain")
-    plain = diagnose_report(path)
-    same = diagnose_report(path, launches=[_prelaunch(a) for a in full])
+    plain = diagnose_file(path)
+    same = diagnose_file(path, launches=[_prelaunch(a) for a in full])
     assert same.sampled is None and same.step is not None and plain.step is not None
     assert same.step.model_dump() == plain.step.model_dump()
-    other = diagnose_report(path, launches=[_prelaunch(a) for a in full[:3]])
+    other = diagnose_file(path, launches=[_prelaunch(a) for a in full[:3]])
     assert other.sampled is not None and "not mapped" in other.sampled
     assert other.step is not None and other.step.launches == len(full)
     assert "not mapped" in render_diagnosis(other)

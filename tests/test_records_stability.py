@@ -18,8 +18,8 @@ from nsight_agent.engine.collection.aggregate import STABLE_RSD_PCT
 from nsight_agent.engine.worker import timing_result
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.request import ProfileRequest
+from nsight_agent.service.summaries import profile_summary
 from nsight_agent.views.common import dump
-from nsight_agent.views.runs import profile_summary
 
 
 def test_the_timing_path_applies_the_stated_rsd_rule() -> None:

@@ -18,9 +18,11 @@ from mcp import Client
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.pipeline import RunResult
+from nsight_agent.judge.reading import read_report
 from nsight_agent.server.app import build_server
+from nsight_agent.service.summaries import report_summary
 from nsight_agent.views.common import dump
-from nsight_agent.views.report import KernelLine, summarize_action, summarize_report
+from nsight_agent.views.report import KernelLine, summarize_action
 
 PLANTED = Path(__file__).parent / "fixtures" / "planted"
 TIME = "gpu__time_duration.sum"
@@ -89,20 +91,19 @@ PATH_ALLOWANCE = 64  # characters of a report's path, as a user passes it
 def test_summarize_report_of_eight_kernels_fits_4kb() -> None:
     """By default two kernels in full and one line for the others: the answer for 8 kernels is
     bounded by the largest full entry and the longest line seen on the planted H200 reports."""
-    import ncu_report
-
     reports = sorted(PLANTED.glob("*.ncu-rep"))
     if not reports:
         pytest.skip("planted fixtures not present")
     full, line = 0, 0
     for path in reports:
-        action = ncu_report.load_report(str(path)).range_by_idx(0).action_by_idx(0)
-        full = max(full, size(dump(summarize_action(0, action))))
+        read = read_report(path)
+        action = read.actions[0]
+        full = max(full, size(dump(summarize_action(0, action, read.ranges[0]))))
         name = str(action.name())[:80]
         line = max(
             line, size(dump(KernelLine(index=7, kernel=name, duration_ns=1.234e6, share_pct=12.3)))
         )
-    summary = summarize_report(reports[0])
+    summary = report_summary(reports[0])
     # The answer names the report's path: count a path of PATH_ALLOWANCE characters, not this
     # checkout's (a clone under a longer folder must not change the verdict).
     envelope = size(dump(summary)) - size(dump(summary.actions[0]))

@@ -28,6 +28,7 @@ from nsight_agent.errors import (
     RunCancelledError,
     UnknownMetricError,
 )
+from nsight_agent.judge import diagnosis as judge_diagnosis
 from nsight_agent.service import diagnose
 from nsight_agent.service.measure import Measuring
 
@@ -278,13 +279,13 @@ def test_a_variants_own_kernels_count_as_the_users(
     """A KernelBench candidate (a variant with its own source) defines kernels of the user's
     too: the diagnosis names them as the user's, not as another library's."""
     seen: dict[str, Any] = {}
-    real = diagnose.diagnose_report
+    real = judge_diagnosis.diagnose_report
 
-    def spy(path: Any, **hints: Any) -> Any:
+    def spy(report: Any, **hints: Any) -> Any:
         seen.update(hints)
-        return real(path, **hints)
+        return real(report, **hints)
 
-    monkeypatch.setattr(diagnose, "diagnose_report", spy)
+    monkeypatch.setattr(judge_diagnosis, "diagnose_report", spy)
     candidate = (
         "import triton\n\n\n@triton.jit\ndef candidate_kernel(x):\n    pass\n\n\n"
         "def run(n):\n    return n\n"

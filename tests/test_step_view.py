@@ -23,10 +23,11 @@ from nsight_agent.diagnose.advice import owner_actions
 from nsight_agent.diagnose.findings import findings
 from nsight_agent.diagnose.kernel import diagnose_action
 from nsight_agent.diagnose.owner import Owner, owner_of, user_kernel_names
+from nsight_agent.diagnose.places import clean_op, group_of, kernels_by_time, places
 from nsight_agent.diagnose.step import Launch, host_gaps, launch_bound, unfused_chains
 from nsight_agent.engine.collection import extract
-from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report, kernels_by_time
-from nsight_agent.views.step import clean_op, group_of
+from nsight_agent.service.diagnose import diagnose_file
+from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.text import render_diagnosis
 from tests.fakes import FakeAction
 from tests.fixture_reports import unpacked
@@ -50,7 +51,7 @@ def report(step_id: str) -> Path:
 def diagnosed(step_id: str) -> ReportDiagnosis:
     entry = next(e for e in CATALOG if e["id"] == step_id)
     wall = entry.get("wall_us")
-    return diagnose_report(
+    return diagnose_file(
         report(step_id),
         limit=10,
         one_line=0,
@@ -64,7 +65,8 @@ def launches_of(step_id: str) -> dict[tuple[str, str | None], list[Any]]:
     """The report's actions per (kernel name as diagnosed, operator): one kernel's launches,
     not every kernel that shares its name (ATen's elementwise kernels all do)."""
     actions = extract.iter_actions(extract.load(report(step_id)))
-    return {(name[:80], op): acts for name, op, _ns, acts in kernels_by_time(actions)}
+    placed = places(actions, [extract.nvtx_ranges(a) for a in actions])
+    return {(name[:80], op): acts for name, op, _ns, acts in kernels_by_time(actions, placed)}
 
 
 def step_causes(step_id: str) -> set[str]:
@@ -143,7 +145,7 @@ def test_owners_from_the_h200_reports_linker_names() -> None:
     step's depthwise convolution (at::native, a bare name no pattern knows) is ATen's."""
     planted = ROOT / "tests" / "fixtures" / "planted"
     for name in ("control_copy_cuda", "control_copy_triton"):
-        k = diagnose_report(planted / f"{name}.ncu-rep", limit=1, one_line=0).kernels[0]
+        k = diagnose_file(planted / f"{name}.ncu-rep", limit=1, one_line=0).kernels[0]
         assert k.diagnosis.owner == Owner(kind="user", who="yours"), name
         assert not any("ATen" in (c.note or "") for c in k.diagnosis.causes)
     loaded = extract.load(report("layer_ho"))  # kept: its actions live while it does
@@ -258,7 +260,7 @@ def test_a_bf16_gemm_is_not_told_to_use_bf16() -> None:
     acts = " | ".join(gemm.causes[0].actions)
     assert "already: fp8" in acts and "use bf16" not in acts
     bundled = ROOT / "nsight_agent" / "data" / "reports" / "h200_bf16_matmul_sections.ncu-rep"
-    unknown = diagnose_report(bundled, limit=1, one_line=0).kernels[0].diagnosis
+    unknown = diagnose_file(bundled, limit=1, one_line=0).kernels[0].diagnosis
     assert unknown.bound.precision == "tensor"
     assert any(a.startswith("if it runs fp32/tf32") for a in unknown.causes[0].actions)
 

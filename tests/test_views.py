@@ -10,10 +10,13 @@ from typing import Any
 import ncu_report
 import pytest
 
+from nsight_agent import numbers
 from nsight_agent.engine.pipeline import OutputCheck
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.errors import ExtractionError, InvalidRequestError
-from nsight_agent.views import common, compare, report, roofline, runs, text
+from nsight_agent.judge import run_warnings
+from nsight_agent.service import summaries
+from nsight_agent.views import common, rows, text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SWEEP = FIXTURES / "engine" / "sweep"
@@ -32,7 +35,7 @@ def _by_hand(path: Path) -> Any:
 
 def test_summarize_report_values_match_ncu_report() -> None:
     action = _by_hand(H200_REPORT)
-    s = report.summarize_report(H200_REPORT)
+    s = summaries.report_summary(H200_REPORT)
     assert s.kernels_total == 1 and s.gpu == "NVIDIA H200"
     a = s.actions[0]
     assert a.kernel == action.name()
@@ -61,7 +64,7 @@ def test_summarize_report_values_match_ncu_report() -> None:
 
 
 def test_summarize_report_by_time_with_one_line_for_the_rest() -> None:
-    s = report.summarize_report(SWEEP / "report.ncu-rep", limit=4, findings=0, one_line=5)
+    s = summaries.report_summary(SWEEP / "report.ncu-rep", limit=4, findings=0, one_line=5)
     rep = ncu_report.load_report(str(SWEEP / "report.ncu-rep"))
     actions = [
         rep.range_by_idx(0).action_by_idx(i) for i in range(rep.range_by_idx(0).num_actions())
@@ -77,17 +80,17 @@ def test_summarize_report_by_time_with_one_line_for_the_rest() -> None:
     assert s.page.truncated is not None and "offset=4" in s.page.truncated
     assert s.actions[0].nvtx is not None and "nsight_agent.call" in s.actions[0].nvtx
     assert s.actions[0].findings is None
-    last = report.summarize_report(SWEEP / "report.ncu-rep", offset=total - 1, limit=4)
+    last = summaries.report_summary(SWEEP / "report.ncu-rep", offset=total - 1, limit=4)
     assert [a.index for a in last.actions] == [longest[-1]]
 
 
 def test_summarize_report_missing_file() -> None:
     with pytest.raises(ExtractionError, match="No report"):
-        report.summarize_report(FIXTURES / "missing.ncu-rep")
+        summaries.report_summary(FIXTURES / "missing.ncu-rep")
 
 
 def test_render_report_is_short_text() -> None:
-    out = text.render_report(report.summarize_report(H200_REPORT))
+    out = text.render_report(summaries.report_summary(H200_REPORT))
     assert "nvjet" in out and "compute-bound" in out and len(out) < 1000
 
 
@@ -98,7 +101,7 @@ def test_render_report_is_short_text() -> None:
 def test_profile_summary_of_three_configs_is_compact(sweep: Any, tmp_path: Path) -> None:
     cand, _ = sweep.variants()
     run = sweep.run(tmp_path, variants=[cand])
-    s = runs.profile_summary(run)
+    s = summaries.profile_summary(run)
     assert [r.config for r in s.results] == [{"n": 4096}, {"n": 65536}, {"n": 1048576}]
     first = run.processed.iloc[0]
     st = s.results[0].stats[TIME]
@@ -123,19 +126,19 @@ def test_profile_summary_of_three_configs_is_compact(sweep: Any, tmp_path: Path)
 
 def test_profile_summary_pages_and_filters(sweep: Any, tmp_path: Path) -> None:
     run = sweep.run(tmp_path, metrics=[TIME, "dram__bytes.sum"])
-    s = runs.profile_summary(run, metrics=["dram__bytes.sum"], limit=2)
+    s = summaries.profile_summary(run, metrics=["dram__bytes.sum"], limit=2)
     assert len(s.results) == 2 and s.page.total == 6
     assert s.page.truncated is not None and "get_run(" in s.page.truncated
     assert set(s.results[0].stats) == {"dram__bytes.sum"}
     assert s.results[0].variant == sweep.variants()[0]
     with pytest.raises(InvalidRequestError, match="not in run"):
-        runs.profile_summary(run, metrics=["sm__cycles_elapsed.avg"])
+        summaries.profile_summary(run, metrics=["sm__cycles_elapsed.avg"])
 
 
 def test_compare_verdicts_follow_the_stated_rule(sweep: Any, tmp_path: Path) -> None:
     run = sweep.run(tmp_path)
     cand, base = sweep.variants()
-    s = compare.compare_summary(run, baseline=base)
+    s = summaries.compare_summary(run, baseline=base)
     assert s.baseline == base and "95% CIs" in s.rule
     frame = run.processed.set_index(["Annotation", "n"])
     for c in s.configs:
@@ -167,7 +170,7 @@ def test_incorrect_variant_is_never_faster(sweep: Any, tmp_path: Path) -> None:
         message="mismatch",
     )
     run = sweep.run(tmp_path, checks=[bad])
-    s = compare.compare_summary(run, baseline=base)
+    s = summaries.compare_summary(run, baseline=base)
     v = s.configs[2].variants[cand]
     assert v.verdict == "incorrect" and v.check is not None and "max_abs_err=0.5" in v.check
     assert s.overall[cand].verdict == "incorrect"
@@ -177,10 +180,10 @@ def test_incorrect_variant_is_never_faster(sweep: Any, tmp_path: Path) -> None:
 
 def test_rows_page_and_roofline_of_a_run(sweep: Any, tmp_path: Path) -> None:
     run = sweep.run(tmp_path)
-    rows = runs.rows_page(run, "raw", offset=0, limit=5)
-    assert rows.columns[:3] == ["Annotation", "Value", "Metric"] and len(rows.rows) == 5
-    assert rows.page.total == len(run.raw) and rows.page.truncated
-    rf = roofline.roofline_summary(run.artifacts["report"], run=run, limit=100)
+    raw = rows.rows_page(run, "raw", offset=0, limit=5)
+    assert raw.columns[:3] == ["Annotation", "Value", "Metric"] and len(raw.rows) == 5
+    assert raw.page.total == len(run.raw) and raw.page.truncated
+    rf = summaries.roofline_summary(run.artifacts["report"], run=run, limit=100)
     assert rf.run_id == run.run_id
     tied = [k for k in rf.kernels if k.config is not None]
     assert tied and {k.variant for k in tied} == set(sweep.variants())
@@ -188,8 +191,8 @@ def test_rows_page_and_roofline_of_a_run(sweep: Any, tmp_path: Path) -> None:
 
 
 def test_sig_and_page_helpers() -> None:
-    assert common.sig(123456.789) == 123500.0
-    assert common.sig(float("nan")) is None and common.sig("x") is None
+    assert numbers.sig(123456.789) == 123500.0
+    assert numbers.sig(float("nan")) is None and numbers.sig("x") is None
     assert common.page(3, 0, 10, "f({offset})").truncated is None
     with pytest.raises(InvalidRequestError):
         common.page(3, -1, 10, "f({offset})")
@@ -201,7 +204,7 @@ def test_a_wrong_variant_is_one_warning_not_one_per_config(sweep: Any, tmp_path:
         f"variant 'bad' is WRONG for config #{i} {{'n': {n}}}: out differs; no speedup is claimed"
         for i, n in enumerate((4096, 65536, 1048576))
     ] + ["something else"]
-    out = runs.run_warnings(run, run.processed)
+    out = run_warnings.run_warnings(run, run.processed)
     wrong = [w for w in out if "WRONG" in w]
     assert wrong == [
         "variant 'bad' is WRONG at config #0, #1, #2 (the configs' check text says how); "
@@ -216,7 +219,7 @@ def test_a_wrong_variant_is_one_warning_not_one_per_config(sweep: Any, tmp_path:
 
 def test_notes_are_never_cut_mid_word() -> None:
     """Was: "... Collect the SpeedO" (notes cut at 160 characters)."""
-    rf = report.summarize_report(H200_REPORT).actions[0].roofline
+    rf = summaries.report_summary(H200_REPORT).actions[0].roofline
     assert rf is not None and rf.notes
     assert rf.notes[0].endswith("SpeedOfLight_HierarchicalTensorRooflineChart section.")
     long = "A first sentence that is long enough to end near the cut. " + "word " * 60
@@ -229,7 +232,7 @@ def test_notes_are_never_cut_mid_word() -> None:
 def test_figures_the_report_lacks_are_left_out_with_the_reason() -> None:
     """Was: "compute-bound; 0 FLOP/s, DRAM 256 GB/s, -% of roofline" for the bf16 matmul, whose
     tensor op counters were not collected."""
-    s = report.summarize_report(H200_REPORT)
+    s = summaries.report_summary(H200_REPORT)
     rf = s.actions[0].roofline
     assert rf is not None
     assert rf.achieved_flop_per_s is None and rf.pct_of_roofline is None
@@ -242,16 +245,16 @@ def test_figures_the_report_lacks_are_left_out_with_the_reason() -> None:
 
 
 def test_a_kernel_with_counted_flop_keeps_them() -> None:
-    s = report.summarize_report(FIXTURES / "planted" / "control_fma_cuda.ncu-rep")
+    s = summaries.report_summary(FIXTURES / "planted" / "control_fma_cuda.ncu-rep")
     rf = s.actions[0].roofline
     assert rf is not None and rf.achieved_flop_per_s and rf.achieved_flop_per_s > 0
     assert "FLOP/s" in text.roofline_line(rf).split("(")[0]
 
 
 def test_diagnosis_text_names_each_causes_skill() -> None:
-    from nsight_agent.views.diagnosis import diagnose_report
+    from nsight_agent.service.diagnose import diagnose_file
 
-    d = diagnose_report(FIXTURES / "planted" / "uncoalesced_triton.ncu-rep")
+    d = diagnose_file(FIXTURES / "planted" / "uncoalesced_triton.ncu-rep")
     cause = d.kernels[0].diagnosis.causes[0]
     assert (
         f"skill: {cause.skill} (get_skill({cause.skill!r}) explains it)" in text.render_diagnosis(d)
@@ -327,7 +330,7 @@ def _cpu_timing_run(n: int) -> Any:
 def test_a_cpu_timing_is_labelled_honestly() -> None:
     """Was: "gpu__time_duration.sum" with an L2 warning that does not apply on a CPU, and
     runs=5 reported as n=39 without a word."""
-    s = runs.profile_summary(_cpu_timing_run(39))
+    s = summaries.profile_summary(_cpu_timing_run(39))
     warnings = s.warnings or []
     assert warnings[0].startswith("measured by perf_counter on the CPU")
     assert not any("L2 cache was not flushed" in w for w in warnings)
@@ -335,7 +338,7 @@ def test_a_cpu_timing_is_labelled_honestly() -> None:
     why = next(w for w in warnings if w.startswith("n is 39 timed runs, not runs=5"))
     assert "at least 5" in why and "95% CI" in why
     assert not any(
-        w.startswith("n is") for w in runs.profile_summary(_cpu_timing_run(5)).warnings or []
+        w.startswith("n is") for w in summaries.profile_summary(_cpu_timing_run(5)).warnings or []
     )
     shown = text.render_table(s, {TIME: "CPU time (perf_counter)"})
     assert "CPU time (perf_counter)" in shown and TIME not in shown.splitlines()[1]
@@ -346,9 +349,9 @@ def test_the_timing_rule_quoted_is_the_engines() -> None:
 
     opts = TimingOptions()
     assert (opts.max_runs, opts.max_seconds, opts.ci_target_pct) == (
-        runs.TIMING_MAX_RUNS,
-        runs.TIMING_MAX_SECONDS,
-        runs.TIMING_CI_TARGET_PCT,
+        run_warnings.TIMING_MAX_RUNS,
+        run_warnings.TIMING_MAX_SECONDS,
+        run_warnings.TIMING_CI_TARGET_PCT,
     )
 
 
@@ -358,9 +361,9 @@ def test_ncus_rules_not_taken_as_causes_are_shown_not_hidden() -> None:
     from rich.console import Console
 
     from nsight_agent.cli import tables
-    from nsight_agent.views.diagnosis import diagnose_report
+    from nsight_agent.service.diagnose import diagnose_file
 
-    d = diagnose_report(FIXTURES / "planted" / "atomic_triton.ncu-rep")
+    d = diagnose_file(FIXTURES / "planted" / "atomic_triton.ncu-rep")
     unmapped = d.kernels[0].diagnosis.unmapped
     assert unmapped == ["LaunchConfiguration: Tail Effect (25%)"]
     assert f"ncu also flagged: {unmapped[0]}" in text.render_diagnosis(d)

@@ -74,11 +74,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from nsight_agent.service import baselines as baseline_store
     from nsight_agent.views.common import dump
-    from nsight_agent.views.gate import summary_regression
     from nsight_agent.views.run_diff import render_diff
 
     path = Path(args.file)
-    d, both = baseline_store.check_source(
+    checked = baseline_store.check_source(
         kernel_source(path, "check"),
         args.baseline,
         entry=args.entry,
@@ -87,8 +86,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         runs_root=_root(args),
         files=source_files(args.file),
     )
+    d, both = checked.diff, checked.remeasured
     if both is not None:  # not comparable, measured again side by side
-        regression = summary_regression(both, "candidate", args.threshold)
         if args.json:
             print(json.dumps({"diff": dump(d), "remeasured": dump(both)}, indent=1))
         else:
@@ -97,12 +96,12 @@ def cmd_check(args: argparse.Namespace) -> int:
             for c in both.configs:
                 v = c.variants["candidate"]
                 print(f"  config #{c.config_index} {c.config}: {v.verdict} speedup {v.speedup}")
-            print(f"regression: {regression}")
-        return EXIT_REGRESSION if regression else EXIT_OK
+            print(f"regression: {checked.regression}")
+        return EXIT_REGRESSION if checked.regression else EXIT_OK
     print(json.dumps(dump(d), indent=1) if args.json else render_diff(d))
     if not d.comparable:
         return EXIT_NOT_COMPARABLE
-    return EXIT_REGRESSION if d.regression else EXIT_OK
+    return EXIT_REGRESSION if checked.regression else EXIT_OK
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -114,6 +114,7 @@ def dump_json(model: Any) -> str:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     import nsight_agent.cli.tables as tables
+    from nsight_agent.service import summaries
     from nsight_agent.views import runs, text
 
     path = Path(args.file)
@@ -132,7 +133,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         clock_control=args.clock_control,
         correctness=args.correctness,
     )
-    s = runs.profile_summary(run, limit=10_000)
+    s = summaries.profile_summary(run, limit=10_000)
     if args.json:
         print(dump_json(s))
         return 0
@@ -144,10 +145,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     import nsight_agent.cli.tables as tables
-    from nsight_agent.views import report, text
-    from nsight_agent.views.step import step_of_report
+    from nsight_agent.service import summaries
+    from nsight_agent.views import text
 
-    s = report.summarize_report(
+    s = summaries.report_summary(
         args.file,
         offset=args.offset,
         limit=args.limit,
@@ -157,7 +158,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(dump_json(s))
         return 0
-    step = text.step_lines(step_of_report(args.file))  # the whole step first, if several groups
+    step = text.step_lines(
+        summaries.report_step(args.file)
+    )  # the whole step first, if several groups
     if step:
         output.show("\n".join(step))
     output.show(text.render_report(s), tables.report(s))
@@ -304,10 +307,11 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
     """A kept run: its table, or (a run that did not pass) its failure, exit 1."""
     import nsight_agent.cli.tables as tables
     from nsight_agent.service import runs as run_store
+    from nsight_agent.service import summaries
     from nsight_agent.views import runs, text
 
     run = run_store.load_run(run_id, root)
-    s = runs.profile_summary(run, offset=offset, limit=limit)
+    s = summaries.profile_summary(run, offset=offset, limit=limit)
     status = run.status
     if status != "passed":
         failure = dict(run.failure or {}) | {"status": status}

@@ -50,7 +50,8 @@ def compare_variants(args: argparse.Namespace) -> tuple[list[dict[str, Any]], di
 
 def cmd_compare(args: argparse.Namespace) -> int:
     import nsight_agent.cli.tables as tables
-    from nsight_agent.views import compare, runs, text
+    from nsight_agent.service import summaries
+    from nsight_agent.views import runs, text
     from nsight_agent.views.kernelbench import (
         kernelbench_report,
         rejected_report,
@@ -86,7 +87,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report = rejected_report(err.problems, baseline)
         print(dump_json(report) if args.json else render_kernelbench(report))
         return 0
-    s = compare.compare_summary(run, baseline=args.baseline, limit=10_000)
+    s = summaries.compare_summary(run, baseline=args.baseline, limit=10_000)
     if args.kernelbench_result:
         report = kernelbench_report(s)
         print(dump_json(report) if args.json else render_kernelbench(report))

@@ -350,27 +350,3 @@ def device_info(probe: bool = False) -> DeviceInfo:
         unknown=unknown,
         can_profile=bool(gpus and ncu_path and counters.permitted not in ("no",)),
     )
-
-
-def render(info: DeviceInfo) -> str:
-    lines = [f"host {info.host}, Python {info.python}"]
-    if info.gpus:
-        for g in info.gpus:
-            lines.append(
-                f"GPU {g.index}: {g.name} (sm_{(g.compute_capability or '?').replace('.', '')}, "
-                f"{g.sm_count or '?'} SMs, {g.memory_gib or '?'} GiB)"
-            )
-    else:
-        lines.append("GPU: none found")
-    lines.append(f"driver {info.driver_version or '-'}, CUDA (torch) {info.cuda_version or '-'}")
-    lines.append(f"ncu: {info.ncu_path or 'not found'} {info.ncu_version or ''}".rstrip())
-    if info.ncu_attach:
-        lines.append(f"  {info.ncu_attach}")
-    lines.append(f"counters permitted: {info.counters.permitted} ({info.counters.how})")
-    if info.counters.hint:
-        lines.append(f"  hint: {info.counters.hint}")
-    pkgs = ", ".join(f"{k} {v}" for k, v in info.packages.items())
-    lines.append(f"packages: {pkgs}")
-    lines += [f"unknown: {u}" for u in info.unknown]
-    lines.append(f"can profile: {'yes' if info.can_profile else 'no'}")
-    return "\n".join(lines)

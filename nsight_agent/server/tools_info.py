@@ -14,7 +14,7 @@ from nsight_agent.catalog import skills
 from nsight_agent.catalog.metrics import MetricInfo
 from nsight_agent.catalog.skills import SkillBundle
 from nsight_agent.server.boundary import report_path, result, state, thread, tool_errors
-from nsight_agent.service import session
+from nsight_agent.service import session, summaries
 from nsight_agent.service.session import DeviceInfo
 from nsight_agent.views import device as device_views
 from nsight_agent.views import report, text
@@ -58,7 +58,7 @@ async def summarize_report(
     with tool_errors():
         where = report_path(ctx, path)
         s = await thread(
-            lambda: report.summarize_report(
+            lambda: summaries.report_summary(
                 where, offset=offset, limit=limit, findings=findings, metrics=metrics or ()
             )
         )

@@ -20,7 +20,7 @@ from nsight_agent.server.boundary import report_path as boundary_report_path
 from nsight_agent.server.options import USES, refuse_unused
 from nsight_agent.server.options import Options as Options
 from nsight_agent.server.options import options_of as options_of
-from nsight_agent.service import diagnose, profile
+from nsight_agent.service import diagnose, profile, summaries
 from nsight_agent.service.measure import RunResult
 from nsight_agent.service.runs import report_of
 from nsight_agent.views import compare, roofline, text
@@ -100,7 +100,7 @@ async def profile_kernel(
         )
         refuse_unused(o, "profile_kernel", fields | {"budget_s": o.budget_s}, method)
         run = await execute(ctx, lambda where: profile.profile(where, method, o.budget_s, **fields))
-        s = run_views.profile_summary(run, limit=limit)
+        s = summaries.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s, run_views.metric_labels(run)))
 
 
@@ -149,7 +149,7 @@ async def compare_variants(
             refuse_unused(o, "compare_variants", fields, method)
             run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         effect = o.min_effect_pct if options and run_id else None
-        s = compare.compare_summary(
+        s = summaries.compare_summary(
             run, baseline=baseline, offset=offset, limit=limit, min_effect_pct=effect
         )
         return result(s, text.render_compare(s, run_views.metric_labels(run)))
@@ -192,7 +192,7 @@ async def roofline_metrics(
                 ctx, lambda where: profile.roofline(where, warmup=o.warmup, **fields)
             )
         s = await thread(
-            lambda: roofline.roofline_summary(report, run=run, offset=offset, limit=limit)
+            lambda: summaries.roofline_summary(report, run=run, offset=offset, limit=limit)
         )
         return result(s, text.render_roofline(s))
 

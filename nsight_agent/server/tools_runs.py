@@ -15,7 +15,8 @@ from nsight_agent.errors import NsightAgentError
 from nsight_agent.server.boundary import load, result, state, thread, tool_errors
 from nsight_agent.service import baselines as baseline_store
 from nsight_agent.service import runs as run_store
-from nsight_agent.views import runs, text
+from nsight_agent.service import summaries
+from nsight_agent.views import rows, runs, text
 from nsight_agent.views.common import dump
 from nsight_agent.views.run_diff import render_diff
 
@@ -38,7 +39,7 @@ async def get_run(
         root = state(ctx).runs_root
         if against is None and baseline is None:
             run = await load(ctx, run_id)
-            s = runs.profile_summary(run, metrics=metrics, offset=offset, limit=limit)
+            s = summaries.profile_summary(run, metrics=metrics, offset=offset, limit=limit)
             return result(s, text.render_profile(s, runs.metric_labels(run)))
         d = await thread(lambda: baseline_store.diff(run_id, against, root)) if against else None
         named = None
@@ -66,11 +67,11 @@ async def get_run_rows(
     metric: str | None = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=1000)] = 50,
-) -> Annotated[CallToolResult, runs.RowsPage]:
+) -> Annotated[CallToolResult, rows.RowsPage]:
     """A run's nsight-python table rows (processed or raw), paged."""
     with tool_errors():
         run = await load(ctx, run_id)
-        s = runs.rows_page(run, table, metric=metric, offset=offset, limit=limit)
+        s = rows.rows_page(run, table, metric=metric, offset=offset, limit=limit)
         text = f"{len(s.rows)} of {s.page.total} {table} rows; columns {s.columns}"
         return result(s, text + (f"\n{s.page.truncated}" if s.page.truncated else ""))
 

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.engine.store import baselines, runs
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
+from nsight_agent.judge import gate
+from nsight_agent.judge.comparability import baseline_entry, pick_variant
+from nsight_agent.judge.history import History, build_history
+from nsight_agent.judge.run_diff import RunDiff, diff_runs
 from nsight_agent.service.measure import Measuring, Method, WorkerPool, measure
 from nsight_agent.service.runs import load_run
 from nsight_agent.service.runs import runs_root_or_default as _root
+from nsight_agent.service.summaries import compare_summary
 from nsight_agent.service.validate import validate
-from nsight_agent.views import run_diff
-from nsight_agent.views.compare import CompareSummary, compare_summary
-from nsight_agent.views.history import History, build_history
+from nsight_agent.views.compare import CompareSummary
 
 
 def record_environment(run: RunResult) -> dict[str, Any]:
@@ -53,7 +57,7 @@ def set_baseline(
     run = _with_environment(load_run(run_id, runs_root))
     if run.status != "passed":
         raise InvalidRequestError(f"Run {run_id} {run.status}: only a finished run can be named.")
-    return baselines.save(_root(runs_root), run_diff.baseline_entry(run, variant, name))
+    return baselines.save(_root(runs_root), baseline_entry(run, variant, name))
 
 
 def list_baselines(runs_root: Path | None = None) -> list[baselines.Baseline]:
@@ -79,11 +83,11 @@ def diff(
     against: str,
     runs_root: Path | None = None,
     threshold_pct: float | None = None,
-) -> run_diff.RunDiff:
+) -> RunDiff:
     """A run (or baseline) against a baseline (or run): comparable or why not, then verdicts."""
     base_run, base_variant, name = resolve(against, runs_root)
     run, variant, _ = resolve(run_ref, runs_root)
-    d = run_diff.diff_runs(
+    d = diff_runs(
         base_run,
         run,
         base_variant=base_variant,
@@ -96,6 +100,17 @@ def diff(
     return d
 
 
+@dataclass(frozen=True)
+class GateCheck:
+    """The regression gate's answer: the run against the baseline, and when they were not
+    comparable and both were measured again side by side, that comparison; ``regression``
+    from whichever of the two decided (None: not comparable and not re-measured)."""
+
+    diff: RunDiff
+    remeasured: CompareSummary | None
+    regression: bool | None
+
+
 def check_source(
     source: str,
     baseline: str,
@@ -106,7 +121,7 @@ def check_source(
     runs_root: Path | None = None,
     pool: WorkerPool | None = None,
     files: Mapping[str, str] | None = None,
-) -> tuple[run_diff.RunDiff, CompareSummary | None]:
+) -> GateCheck:
     """The regression gate: time ``source`` the way the baseline was measured (its configs,
     runs, method, clocks), then compare. With ``remeasure``, runs that are not comparable are
     measured again side by side (stored baseline source vs ``source``) in one run.
@@ -122,15 +137,15 @@ def check_source(
     where = Measuring(runs_root=runs_root, workers=pool)
     run = measure(request, method, where)
     record_environment(run)
-    d = run_diff.diff_runs(
-        base_run, run, base_variant=b.variant, name=baseline, threshold_pct=threshold_pct
-    )
+    d = diff_runs(base_run, run, base_variant=b.variant, name=baseline, threshold_pct=threshold_pct)
     baselines.record_check(_root(runs_root), baseline, run.run_id)
     if d.comparable or not remeasure:
-        return d, None
+        return GateCheck(d, None, d.regression)
     pair = baselines.pair_request(base_run.request, b.variant, request)
     both = measure(pair, method, where)  # the first measure proved it runs here
-    return d, compare_summary(both, baseline="baseline", limit=10_000)
+    summary = compare_summary(both, baseline="baseline", limit=10_000)
+    regressed = gate.within_run_regression(summary.configs, "candidate", threshold_pct)
+    return GateCheck(d, summary, regressed)
 
 
 def history(key: str, runs_root: Path | None = None, limit: int = 50) -> History:
@@ -147,7 +162,7 @@ def history(key: str, runs_root: Path | None = None, limit: int = 50) -> History
         with contextlib.suppress(NsightAgentError, OSError, ValueError):
             run = load_run(run_id, runs_root)
             if run.status == "passed":
-                points += [(run, v) for v in variants or [run_diff.pick_variant(run, None)]]
+                points += [(run, v) for v in variants or [pick_variant(run, None)]]
     if named is not None:
         reference = (load_run(named.run_id, runs_root), named.variant)
     elif points:

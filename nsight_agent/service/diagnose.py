@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,15 +24,15 @@ from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.by_name import BY_NAME_SECTIONS, COUNTERS
 from nsight_agent.diagnose.checks_memory import TABLE_METRICS
 from nsight_agent.diagnose.kernel import DEEPER, DEEPER_ORDER
-from nsight_agent.engine.collection import plain_collect
-from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
-from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
+from nsight_agent.engine.collection.launch_sampling import PreLaunch
 from nsight_agent.errors import (
     InvalidRequestError,
     NsightAgentError,
     RunCancelledError,
     UnknownMetricError,
 )
+from nsight_agent.judge import diagnosis
+from nsight_agent.judge.reading import read_report
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import (
     Measuring,
@@ -41,10 +41,9 @@ from nsight_agent.service.measure import (
     require_ncu,
     require_torch,
 )
-from nsight_agent.service.profile import budget_note
-from nsight_agent.service.runs import load_run, report_of
+from nsight_agent.service.runs import load_run
 from nsight_agent.service.validate import validate
-from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
+from nsight_agent.views.diagnosis import ReportDiagnosis, report_diagnosis
 
 # The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
 FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight_RooflineChart"]
@@ -117,27 +116,9 @@ def budget_order(sections: list[str], budget_s: float | None) -> list[str]:
     ]
 
 
-def deeper_sections(d: ReportDiagnosis) -> list[str]:
-    """The sections the first pass asks for, over the kernels diagnosed in full."""
-    wanted: list[str] = []
-    for k in d.kernels:
-        wanted += list((k.diagnosis.deeper or {}).keys())
-    return list(dict.fromkeys(wanted))
-
-
-def step_wall_ns(run: RunResult) -> float | None:
-    """One call's time on the GPU timeline from a timing run: the largest config's average,
-    the one the diagnosis looks at."""
-    frame = run.processed
-    if frame is None or frame.empty or "AvgValue" not in frame.columns:
-        return None
-    values = [float(v) for v in frame["AvgValue"] if v == v]
-    return max(values) if values else None
-
-
-def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | None, str | None]:
-    """(one call's wall time, None), or (None, why not) when the timing path cannot run here;
-    a cancel is not a reason to go on, so it is raised."""
+def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[RunResult | None, str]:
+    """(the timing run of one call, what it was for), or (None, why not) when the timing path
+    cannot run here; a cancel is not a reason to go on, so it is raised."""
     try:
         run = measure(first.model_copy(update={"metrics": [TIME_METRIC]}), "timing", where)
     except RunCancelledError:
@@ -145,19 +126,7 @@ def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | Non
     except NsightAgentError as err:
         logging.getLogger("nsight_agent").warning("step wall time not measured: %s", err.message)
         return None, f"step wall time not measured (timing path: {err.message})"
-    return step_wall_ns(run), f"timing (run {run.run_id}): one call's wall time"
-
-
-def sampled_launches(run: RunResult) -> list[PreLaunch] | None:
-    """The pre-flight's launches of a launch-sampled run (None for any other run, and for one
-    a target served without sampling: ``engine/collection/plain_collect.py``)."""
-    if run.facts.collected_plain:
-        return None
-    manifest = read_manifest(run.run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
-    try:
-        return preflight_launches(manifest) if manifest is not None else None
-    except (ValueError, TypeError):  # a list not of [name, config, ns, op] entries
-        return None
+    return run, f"timing (run {run.run_id}): one call's wall time"
 
 
 def _one_run(first: ProfileRequest, where: Measuring) -> tuple[RunResult, ProfileRequest, str]:
@@ -228,10 +197,8 @@ def diagnose_source(
     first = first.model_copy(update={"sample_launches": sample}) if sample else first
     require_torch(where)
     require_ncu(where)
-    hints: dict[str, Any] = {
-        "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,
-        "user_kernels": plain_collect.source_kernels(first), "wall_ns": None,
-    }  # fmt: skip
+    hints: dict[str, Any] = {"limit": limit, "ideal_bytes": ideal_bytes}
+    hints |= {"input_dtypes": input_dtypes, "timing": None}
     run, first, refused = _one_run(first, where)
     if refused:
         sections, counters, choice = first.sections, [], "sections"
@@ -239,8 +206,8 @@ def diagnose_source(
     # one kernel has no step view, so it is not timed (a timing job cost ~3 s on the H200).
     timed = None
     if time_step and len({k for names in run.kernels.values() for k in names}) > 1:
-        hints["wall_ns"], timed = _time_one_call(first, where)
-    d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
+        hints["timing"], timed = _time_one_call(first, where)
+    judged = diagnosis.diagnose_run(run, **hints)
     label = "one pass" if one else "pass 1"
     named = ""
     if counters:
@@ -248,35 +215,30 @@ def diagnose_source(
         named = f"; by name: {len(counters)} counters the checks read of {left}"
     named += f"; {refused}" if refused else ""
     passes = [f"{label} (run {run.run_id}): {', '.join(sections)}{named}"]
-    extra = deeper_sections(d) if deep and staged else []
+    extra = judged.deeper_sections if deep and staged else []
     if extra:
         second = first.model_copy(update={"sections": [*sections, *extra]})
         run = measure(second, "ncu", where)
-        d = diagnose_report(report_of(run), launches=sampled_launches(run), **hints)
+        judged = diagnosis.diagnose_run(run, **hints)
         passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
+    d = report_diagnosis(judged)
     d.run_id, d.passes = run.run_id, [*passes, *([timed] if timed else [])]
-    said = budget_note(run)
-    d.budget = (
-        f"{said}; what they would add: each kernel's deeper"
-        if said and run.facts.budget_left_out
-        else said
-    )
     return d
 
 
 def diagnose_run(run_id: str, runs_root: Path | None = None, **options: Any) -> ReportDiagnosis:
     """The diagnosis of an earlier run's report, without profiling again."""
-    run = load_run(run_id, runs_root=runs_root)
-    d = diagnose_report(
-        report_of(run),
-        follow_up=f"diagnose_kernel(run_id={run_id!r}, offset={{offset}})",
-        launches=sampled_launches(run),
-        **options,
-    )
+    judged = diagnosis.diagnose_run(load_run(run_id, runs_root=runs_root), **options)
+    d = report_diagnosis(judged, f"diagnose_kernel(run_id={run_id!r}, offset={{offset}})")
     d.run_id = run_id
     return d
 
 
-def diagnose_file(path: Path, **options: Any) -> ReportDiagnosis:
-    """The diagnosis of any .ncu-rep."""
-    return diagnose_report(path, **options)
+def diagnose_file(
+    path: str | Path, *, launches: Sequence[PreLaunch] | None = None, **options: Any
+) -> ReportDiagnosis:
+    """The diagnosis of any .ncu-rep; ``launches``: a launch-sampled call's, from its
+    pre-flight; ``options`` as ``judge.diagnosis.diagnose_report``'s (the page, hints on the
+    kernels)."""
+    read = read_report(path, launches)
+    return report_diagnosis(diagnosis.diagnose_report(read, **options))

@@ -10,6 +10,7 @@ from typing import Any
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.errors import NsightAgentError
+from nsight_agent.judge.run_warnings import budget_note
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, Method, RunResult, measure
 from nsight_agent.service.runs import report_of
@@ -45,14 +46,6 @@ def profile(
         said = f"budget_s {budget_s:g} s: no sections asked for, nothing to leave out"
     run.warnings += [said] if said else []
     return run
-
-
-def budget_note(run: RunResult) -> str | None:
-    """The run's budget line (what was kept and left out) and what its ncu run took."""
-    said, took = run.facts.budget, run.facts.ncu_s
-    if said is None:
-        return None
-    return said + (f"; ncu took {took:.1f} s" if took is not None else "")
 
 
 def roofline_collection() -> tuple[list[str], list[str]]:

@@ -9,7 +9,8 @@ from typing import Any
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.engine.store import retention, run_status, runs
-from nsight_agent.errors import InvalidRequestError
+from nsight_agent.judge.reading import report_of as report_of  # the run's .ncu-rep
+from nsight_agent.judge.run import param_names
 
 
 def runs_root_or_default(runs_root: Path | None) -> Path:
@@ -37,16 +38,6 @@ def list_runs_json(runs_root: Path | None = None) -> str:
     return json.dumps(list_runs(runs_root))
 
 
-def report_of(run: RunResult) -> Path:
-    """The run's kept .ncu-rep."""
-    if run.files.report.is_file():
-        return run.files.report
-    found = sorted(run.run_dir.glob("*.ncu-rep"))
-    if not found:
-        raise InvalidRequestError(f"Run {run.run_id} kept no .ncu-rep in {run.run_dir}.")
-    return found[0]
-
-
 def artifact_path(run: RunResult, artifact: str) -> Path | None:
     """A named artifact of the run, or a plain file directly in its folder; None otherwise."""
     path = run.artifacts.get(artifact)
@@ -60,7 +51,6 @@ def plot_run(run: RunResult, metric: str | None) -> Path:
     """A PNG of one metric of the run over its configs, kept in the run folder."""
     from nsight_agent.views.plot import plot_dataframe
     from nsight_agent.views.plot_options import select_metric
-    from nsight_agent.views.runs import param_names
 
     frame = run.processed
     chosen = select_metric(frame, metric) if metric else str(frame["Metric"].iloc[0])

@@ -1,1 +1,2 @@
-"""Builders that turn data into compact answer models (paged), and the text/plot renderers."""
+"""Builders that shape the judge's decisions (and plain run data) into compact answer models
+(paged), and the text and plot renderers; nothing here reads the engine."""

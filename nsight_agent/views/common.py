@@ -1,46 +1,16 @@
-"""Shared by every view: compact numbers, JSON dumps without empty fields, and paging."""
+"""Shared by every view: clipped text, JSON dumps without empty fields, and paging."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.wording import clip as clip
 
 ARTIFACT_URI = "nsight-agent://runs/{run_id}/{artifact}"
-
-
-def sig(value: Any, digits: int = 4) -> float | None:
-    """A finite number rounded to ``digits`` significant digits; None for NaN/inf/non-numbers."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    if not math.isfinite(number):
-        return None
-    return float(f"{number:.{digits}g}")
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` whole when it fits in ``limit`` characters; else cut after the last sentence
-    that fits, or at the last word boundary, and marked with "..." (never mid-word)."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    room = max(1, limit - 3)
-    head = text[:room]
-    sentence = max(head.rfind(". "), head.rfind("; "), head.rfind(": "))
-    if sentence >= room * 3 // 4:  # a whole sentence, unless that drops much more text
-        return head[: sentence + 1].rstrip(";:") + " ..."
-    space = head.rfind(" ")
-    cut = head[:space] if space >= room // 2 else head
-    return cut.rstrip(" ,;:.") + "..."
 
 
 def dump(model: BaseModel) -> dict[str, Any]:
@@ -51,19 +21,6 @@ def dump(model: BaseModel) -> dict[str, Any]:
 def json_size(model: BaseModel) -> int:
     """Bytes of the compact JSON of ``dump(model)``: what an answer costs a model."""
     return len(json.dumps(dump(model), separators=(",", ":")).encode())
-
-
-def scalar(value: Any) -> Any:
-    """A config value as plain JSON (numpy scalars -> Python, dtypes -> their name)."""
-    item = getattr(value, "item", None)
-    if callable(item):
-        with contextlib.suppress(TypeError, ValueError):
-            value = item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
 
 
 class Page(BaseModel):

@@ -22,14 +22,15 @@ from collections.abc import Iterable
 from pydantic import BaseModel, Field
 
 from nsight_agent.errors import Problem
-from nsight_agent.views.common import sig
-from nsight_agent.views.compare import FAILING, CompareSummary
+from nsight_agent.judge.verdicts import FAILING
+from nsight_agent.numbers import sig
+from nsight_agent.views.compare import CompareSummary
 
 # Milliseconds per unit of the time metric: the timing path reports ns, ncu "nsecond".
 _MS_PER_UNIT = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0}
 _MS_PER_UNIT |= {"msecond": 1.0, "s": 1e3, "second": 1e3}
 
-# A variant that never ran ``views/compare._dropped`` writes as "<verdict> at <stage>...":
+# A variant that never ran ``judge/verdicts.dropped`` writes as "<verdict> at <stage>...":
 # one dropped at import or compile did not build, which KernelBench calls not compiled.
 _DROPPED_AT = re.compile(r"^\w+ at (\w+)")
 _NOT_BUILT = frozenset({"import", "compile"})

@@ -1,11 +1,10 @@
 """Any report, per kernel (action): name, NVTX ranges, duration, speed of light, key
-metrics, roofline and ncu's findings. Needs no GPU and no run of ours."""
+metrics, roofline and ncu's findings. Needs no GPU and no run of ours: the report comes read
+(``judge/reading.py``), its values through diagnose's readers."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -15,9 +14,9 @@ from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose import roofline as rl
 from nsight_agent.diagnose import throughput as tp
 from nsight_agent.diagnose.bound import classify
-from nsight_agent.engine.collection import extract as extraction
-from nsight_agent.errors import UnknownMetricError
-from nsight_agent.views.common import Page, clip, page, sig
+from nsight_agent.judge.reading import ReadReport
+from nsight_agent.numbers import sig
+from nsight_agent.views.common import Page, clip, page
 
 # Shown for every kernel of a report when present, under short labels: what a first look needs
 # (duration and the two SOL throughputs have fields of their own).
@@ -201,7 +200,12 @@ def finding_briefs(found: Sequence[fd.Finding], limit: int) -> list[FindingBrief
 
 
 def summarize_action(
-    index: int, action: Any, *, findings: int = 2, metrics: Sequence[str] = ()
+    index: int,
+    action: Any,
+    ranges: dict[str, list[str]],
+    *,
+    findings: int = 2,
+    metrics: Sequence[str] = (),
 ) -> ActionSummary:
     values: dict[str, float | str | None] = {
         label: v.value for label, name in KEY_METRICS.items() if (v := metric_value(action, name))
@@ -214,7 +218,7 @@ def summarize_action(
     return ActionSummary(
         index=index,
         kernel=str(action.name()),
-        nvtx=extraction.nvtx_ranges(action) or None,
+        nvtx=ranges or None,
         duration_ns=sig(sol.duration_ns),
         sol_compute_pct=sig(sol.compute_throughput_pct),
         sol_memory_pct=sig(sol.memory_throughput_pct),
@@ -226,39 +230,8 @@ def summarize_action(
     )
 
 
-def check_metrics(names: Sequence[str], actions: Sequence[Any]) -> None:
-    """Refuse a metric asked for that is neither in the report nor a metric ncu knows (a
-    typo would otherwise show as "not in the report"), with close matches."""
-    if not names:
-        return
-    from nsight_agent.catalog import metrics as catalog
-
-    present = {str(m) for a in actions for m in a.metric_names()}
-    for name in names:
-        if name in present:
-            continue
-        try:
-            catalog.validate_metrics([name])
-        except UnknownMetricError as err:
-            close = difflib.get_close_matches(name, present, n=3)
-            raise UnknownMetricError(
-                name,
-                list(dict.fromkeys([*close, *err.suggestions]))[:5],
-                f"Metric {name!r} is not in this report, and {err.message[0].lower()}"
-                f"{err.message[1:]}",
-            ) from err
-
-
-def gpu_name(actions: Sequence[Any]) -> str | None:
-    """The GPU the report was recorded on, from its first action."""
-    if not actions:
-        return None
-    name = metric_value(actions[0], "device__attribute_display_name")
-    return str(name.value) if name is not None and name.value is not None else None
-
-
 def summarize_report(
-    path: str | Path,
+    report: ReadReport,
     *,
     offset: int = 0,
     limit: int = 2,
@@ -268,9 +241,7 @@ def summarize_report(
 ) -> ReportSummary:
     """Digest of any ``.ncu-rep``: kernels by duration, ``limit`` in full from ``offset``, up to
     ``one_line`` more in one line each, paged."""
-    report = extraction.load(path)
-    actions = extraction.iter_actions(report)
-    check_metrics(metrics, actions)
+    actions = report.actions
     durations = [tp.speed_of_light(a).duration_ns or 0.0 for a in actions]
     order = sorted(range(len(actions)), key=lambda i: (-durations[i], i))
     total = sum(durations)
@@ -278,7 +249,7 @@ def summarize_report(
         len(actions),
         offset,
         limit,
-        f"summarize_report(path={str(path)!r}, offset={{offset}}, limit={{limit}})",
+        f"summarize_report(path={str(report.path)!r}, offset={{offset}}, limit={{limit}})",
     )
     shown = order[offset : offset + limit]
     rest = [i for i in order if i not in shown][:one_line]
@@ -292,13 +263,14 @@ def summarize_report(
         for i in rest
     ]
     return ReportSummary(
-        report=str(path),
-        gpu=gpu_name(actions),
+        report=str(report.path),
+        gpu=report.gpu,
         kernels_total=len(actions),
         bound_rule=BOUND_RULE,
         page=pg,
         actions=[
-            summarize_action(i, actions[i], findings=findings, metrics=metrics) for i in shown
+            summarize_action(i, actions[i], report.ranges[i], findings=findings, metrics=metrics)
+            for i in shown
         ],
         others=others or None,
     )

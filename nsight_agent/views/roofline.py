@@ -1,9 +1,9 @@
-"""Roofline of a run's report, per kernel and config."""
+"""Roofline of a run's report, per kernel and config: each kernel tied to its variant (its
+NVTX range) and its config and run (its call, through the run's manifest)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -12,17 +12,17 @@ from nsight_agent.annotation import CALL_DOMAIN, NVTX_DOMAIN
 from nsight_agent.diagnose import findings as fd
 from nsight_agent.diagnose import metrics as dm
 from nsight_agent.diagnose import roofline as rl
-from nsight_agent.engine.collection import extract as extraction
-from nsight_agent.views.common import Page, page, sig
+from nsight_agent.judge.reading import ReadReport
+from nsight_agent.judge.run import RunLike, config_list
+from nsight_agent.numbers import sig
+from nsight_agent.views.common import Page, page
 from nsight_agent.views.report import (
     BOUND_RULE,
     FindingBrief,
     RooflineBrief,
     finding_briefs,
-    metric_value,
     roofline_brief,
 )
-from nsight_agent.views.runs import RunLike, config_list
 
 
 class KernelRoofline(BaseModel):
@@ -48,39 +48,25 @@ class RooflineSummary(BaseModel):
     warnings: list[str] | None = None
 
 
-def _call_map(run: RunLike) -> dict[int, tuple[int, int]]:
-    """call index -> (config index, run index) from the run's manifest, when it has one."""
-    path = run.files.manifest
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-        return {int(c["call"]): (int(c["config"]), int(c["run"])) for c in data["calls"]}
-    except (KeyError, TypeError, ValueError):
-        return {}
-
-
 def roofline_summary(
-    report: str | Path,
+    report: ReadReport,
     *,
     run: RunLike | None = None,
+    calls: Mapping[int, tuple[int, int]] | None = None,
     offset: int = 0,
     limit: int = 20,
     findings: int = 2,
 ) -> RooflineSummary:
-    """Roofline of every kernel of ``report``; with ``run``, tied to its variant and config."""
-    loaded = extraction.load(report)
-    actions = extraction.iter_actions(loaded)
-    calls = _call_map(run) if run is not None else {}
+    """Roofline of every kernel of ``report``; with ``run``, tied to its variant and config
+    (``calls``: call index -> (config index, run index), from the run's manifest)."""
+    calls = calls or {}
     configs = config_list(run) if run is not None else []
     ignore = set(run.request.ignore_kernels) if run is not None else set()
     items: list[KernelRoofline] = []
-    gpu = None
-    for action in actions:
+    for action, ranges in zip(report.actions, report.ranges, strict=True):
         name = str(action.name())
         if name in ignore:
             continue
-        ranges = extraction.nvtx_ranges(action)
         variant = ranges.get(NVTX_DOMAIN, [None])[-1]
         call = next(
             (int(n.split("=", 1)[1]) for n in ranges.get(CALL_DOMAIN, []) if n.startswith("call=")),
@@ -88,9 +74,6 @@ def roofline_summary(
         )
         cfg, run_index = calls.get(call, (None, None)) if call is not None else (None, None)
         r = rl.roofline(action)
-        if gpu is None:
-            g = metric_value(action, "device__attribute_display_name")
-            gpu = str(g.value) if g is not None and g.value is not None else None
         items.append(
             KernelRoofline(
                 variant=variant,
@@ -104,7 +87,7 @@ def roofline_summary(
             )
         )
     run_id = run.run_id if run is not None else None
-    where = f"run_id={run_id!r}" if run_id else f"report_path={str(report)!r}"
+    where = f"run_id={run_id!r}" if run_id else f"report_path={str(report.path)!r}"
     pg = page(
         len(items), offset, limit, f"roofline_metrics({where}, offset={{offset}}, limit={{limit}})"
     )
@@ -117,8 +100,8 @@ def roofline_summary(
         )
     return RooflineSummary(
         run_id=run_id,
-        report=str(report),
-        gpu=gpu,
+        report=str(report.path),
+        gpu=report.gpu,
         thresholds=BOUND_RULE,
         page=pg,
         kernels=items[offset : offset + limit],

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nsight_agent.diagnose.step_view import StepView
 from nsight_agent.views.common import Page
 from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary, RooflineBrief
 from nsight_agent.views.roofline import RooflineSummary
 from nsight_agent.views.runs import ProfileSummary
-from nsight_agent.views.step import StepView
 
 # (unit as ncu or our models spell it) -> steps of (scale, readable unit), largest first.
 _SCALES: dict[str, tuple[tuple[float, str], ...]] = {

@@ -1,7 +1,7 @@
 """Copies and memsets on the ncu path: ncu profiles kernels only, so a variant that moves work
 into ``cudaMemcpy``/``cudaMemset`` (a copy-in, a ``clone()``) looks cheaper under ncu than it
 is. The pre-flight measured each call's copies with CUPTI (``PreflightResult.copies_ns``);
-``compare_variants`` adds them to the kernel time a verdict reads, so the ncu and timing paths
+a comparison adds them to the kernel time a verdict reads, so the ncu and timing paths
 (whose CUPTI time already holds them) agree on which variant is faster; the run's warnings
 (``collection/outputs.copies_notes``) say so.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nsight_agent.judge.run import RunLike, timing_method
 from nsight_agent.request import TIME_METRIC
-from nsight_agent.views.runs import RunLike, timing_method
 
 # The columns that hold a time (ns) in a processed row: each moves by the copies' time.
 TIME_COLUMNS = (

@@ -1,4 +1,8 @@
-"""What a run's compiles cost, apart from its measuring: one line for the answer's warnings."""
+"""What a run's compiles cost, apart from its measuring: one line for the answer's warnings.
+
+The pre-flight records each build by the module it built; the variants of that module are
+read from the request as the harness names its modules (a variant with a source of its own
+is ``variant_<i>``, the rest share the main one), without rendering the harness."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine.harness import render
+from nsight_agent.engine.harness.render import MAIN_MODULE
 from nsight_agent.engine.store.run_status import read_status
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.request import ProfileRequest
@@ -26,7 +30,7 @@ def build_note(
     cuda = pre.cuda_build if pre is not None else None
     if not builds and not cuda:
         return None
-    names = _variants_by_module(request)
+    names = variants_by_module(request)
     parts = [
         f"{', '.join(repr(n) for n in names.get(b['module'], [b['module']]))}: " + _cost(b)
         for b in builds
@@ -74,12 +78,10 @@ def _cost(build: dict[str, Any]) -> str:
     return f"compiled in {seconds:.1f} s"
 
 
-def _variants_by_module(request: ProfileRequest) -> dict[str, list[str]]:
-    try:
-        spec, _ = render.spec_for(request, Path())
-    except (AttributeError, TypeError, ValueError):  # a request that does not render
-        return {}
+def variants_by_module(request: ProfileRequest) -> dict[str, list[str]]:
+    """Module name -> the variants it holds, as the harness names its modules."""
     out: dict[str, list[str]] = {}
-    for v in spec["variants"]:
-        out.setdefault(v["module"], []).append(v["name"])
+    for i, v in enumerate(request.effective_variants()):
+        own = v.source is not None and v.source != request.source
+        out.setdefault(f"variant_{i}" if own else MAIN_MODULE, []).append(v.name)
     return out

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nsight_agent.views.compare import config_verdict, variant_overall
+from nsight_agent.judge.verdicts import config_verdict, variant_overall
 
 
 def stats(mean: float, half_width: float | None, n: int = 10) -> dict[str, Any]:

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from statistics import median
 from typing import Any
 
-from nsight_agent.views.common import sig
-from nsight_agent.views.compare import FAILING, CompareSummary
+from nsight_agent.judge.comparison import CompareConfig
+from nsight_agent.judge.verdicts import FAILING
+from nsight_agent.numbers import sig
 
 # Between-run drift on a GPU: the relative standard deviation (%) of one kernel's level (its
 # median time) between runs of the same code on the same machine, minutes to hours apart
@@ -92,10 +93,12 @@ def regressed(verdict: str, speedup: float | None, threshold_pct: float | None) 
     return verdict == "slower" and speedup is not None and 1.0 / speedup >= limit
 
 
-def summary_regression(summary: CompareSummary, variant: str, threshold_pct: float | None) -> bool:
-    """The same gate on a within-run comparison (both re-measured side by side)."""
+def within_run_regression(
+    configs: Sequence[CompareConfig], variant: str, threshold_pct: float | None
+) -> bool:
+    """The same gate on a within-run comparison's configs (both re-measured side by side)."""
     return any(
         regressed(c.variants[variant].verdict, c.variants[variant].speedup, threshold_pct)
-        for c in summary.configs
+        for c in configs
         if variant in c.variants
     )
