@@ -174,6 +174,12 @@ RAISES_AT_IMPORT_LINE = 5
 KB_SYNTAX = HONEST.replace("def forward(self, x):", "def forward(self, x)")
 KB_SYNTAX_LINE = 12
 NO_MODELNEW = HONEST.replace("class ModelNew", "class Other")
+# Built, then its constructor raised: KernelBench's compiled=True, correctness=False.
+INIT_RAISES = HONEST.replace(
+    "        super().__init__()\n",
+    '        super().__init__()\n        raise RuntimeError("no model")\n',
+)
+INIT_RAISES_LINE = 10
 CUDA_BROKEN = '''import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -272,6 +278,7 @@ CASES: list[Case] = [
                 "new_honest": OK,
                 "new_zeroes_input": "incorrect:values",
                 "new_raises": "error@entry:10",
+                "init_raises": f"error@entry:{INIT_RAISES_LINE}",
                 "raises_at_import": f"error@import:{RAISES_AT_IMPORT_LINE}",
                 "kb_syntax": f"error@import:{KB_SYNTAX_LINE}",
                 "no_modelnew": "error@import:",
@@ -284,6 +291,7 @@ CASES: list[Case] = [
             V("new_honest", own=HONEST),
             V("new_zeroes_input", own=kernelbench("new_zeroes_input")),
             V("new_raises", own=kernelbench("new_raises")),
+            V("init_raises", own=INIT_RAISES),
             V("raises_at_import", own=RAISES_AT_IMPORT),
             V("kb_syntax", own=KB_SYNTAX),
             V("no_modelnew", own=NO_MODELNEW),

@@ -204,8 +204,9 @@ def test_usage_errors_exit_2_with_a_message_not_a_traceback(tmp_path: Path) -> N
 
 
 def test_help_shows_defaults() -> None:
-    out = _cli("profile", "--help").stdout
-    assert "(default: 5)" in out and "KernelBench problem, else triton)" in out
+    out = " ".join(_cli("profile", "--help").stdout.split())  # as wrapped at any width
+    assert "(default: 5)" in out and "KernelBench problem, cuda for a source with" in out
+    assert "CUDA_SOURCE, else triton)" in out
 
 
 def test_a_closed_pipe_is_quiet() -> None:

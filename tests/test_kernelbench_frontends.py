@@ -14,6 +14,7 @@ from mcp.types import TextContent
 
 from nsight_agent import cli
 from nsight_agent.server.app import build_server
+from tests.conformance_cases import INIT_RAISES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kernelbench"
 PROBLEM = (FIXTURES / "problem_linear_relu.py").read_text()
@@ -131,11 +132,16 @@ def test_a_candidate_that_does_not_compile_is_compiled_false_in_both_modes(
     assert rc == 0 and "new_broken: compiled=False correctness=False" in out, out
     assert "no run (every candidate refused)" in out
 
-    both = ["--candidate", honest, "--candidate", str(broken), *flags]
+    # A constructor that raises was built: KernelBench's eval says compiled=True for it.
+    init_raises = tmp_path / "init_raises.py"
+    init_raises.write_text(INIT_RAISES)
+    both = ["--candidate", honest, "--candidate", str(broken), "--candidate", str(init_raises)]
+    both += flags
     rc, out, _ = _kernelbench_result([*both, "--json"], capsys)
     assert rc == 0
     by_name = {r["variant"]: r for r in json.loads(out)["results"]}
     assert by_name["new_honest"]["compiled"] and by_name["new_honest"]["correctness"]
+    assert by_name["init_raises"]["compiled"] and not by_name["init_raises"]["correctness"]
     assert by_name["new_broken"]["compiled"] is False
     assert "line 12: syntax error" in by_name["new_broken"]["reason"]
     rc, out, _ = _kernelbench_result(both, capsys)
