@@ -60,7 +60,6 @@ class Case:
     language: str | None = "torch"
     fields: dict[str, Any] = field(default_factory=dict)  # the request's other fields
     fronts: frozenset[Front] = ALL_FRONTS
-    xfail: dict[Method, str] = field(default_factory=dict)
 
     @property
     def methods(self) -> tuple[Method, ...]:
@@ -233,11 +232,6 @@ def timing_refuses(*codes: str, ncu: Expect = ENV) -> dict[Method, Expect]:
     return {"timing": rejected(*codes), "ncu": ncu}
 
 
-BASELINE_INVALID = (
-    "the timing path measures a baseline whose outputs are invalid (flagged WRONG OUTPUT "
-    "without its reason) where the rule fails the request at the check with its message, "
-    "as the ncu pre-flight does"
-)
 NOT_CLI = frozenset({"api", "mcp"})
 WRONG = ("str", "none", "nan", "inf", "shape", "dtype")
 
@@ -332,7 +326,6 @@ CASES: list[Case] = [
             TORCH,
             {"timing": Expect("source_error", "check"), "ncu": ENV},
             entry=f"run_{w}",
-            xfail={"timing": BASELINE_INVALID},
         )
         for w in ("str", "none", "nan", "inf")
     ),

@@ -38,9 +38,8 @@ from nsight_agent.server.app import build_server
 from nsight_agent.service import diagnose, profile
 from nsight_agent.service import measure as measuring
 from nsight_agent.service.measure import Measuring, WorkerPool
+from nsight_agent.service.summaries import compare_summary, profile_summary
 from nsight_agent.views.common import dump
-from nsight_agent.views.compare import compare_summary
-from nsight_agent.views.runs import profile_summary
 from tests.conformance_cases import CASES, ENV, Case, Expect, Method
 from tests.conftest import gpu_available
 
@@ -334,12 +333,7 @@ def _rows() -> list[Any]:
     rows = []
     for case in CASES:
         for method in case.methods:
-            marks = (
-                [pytest.mark.xfail(strict=True, reason=case.xfail[method])]
-                if method in case.xfail
-                else []
-            )
-            rows.append(pytest.param(case, method, marks=marks, id=f"{case.name}-{method}"))
+            rows.append(pytest.param(case, method, id=f"{case.name}-{method}"))
     return rows
 
 
@@ -360,11 +354,7 @@ def _gpu_rows() -> list[Any]:
     rows = []
     for case in CASES:
         if case.expect.get("ncu") == ENV:
-            marks = [pytest.mark.gpu]
-            marks += (
-                [pytest.mark.xfail(strict=True, reason=case.xfail["timing"])] if case.xfail else []
-            )
-            rows.append(pytest.param(case, marks=marks, id=case.name))
+            rows.append(pytest.param(case, marks=[pytest.mark.gpu], id=case.name))
     return rows
 
 

@@ -28,7 +28,7 @@ from nsight_agent.engine.worker import timing_run
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.engine.worker.timing_options import TimingOptions
 from nsight_agent.request import ProfileRequest
-from nsight_agent.views.compare import compare_summary
+from nsight_agent.service.summaries import compare_summary
 
 SOURCE = """import torch
 
