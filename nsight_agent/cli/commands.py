@@ -158,9 +158,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.json:
         print(dump_json(s))
         return 0
-    step = text.step_lines(
-        summaries.report_step(args.file)
-    )  # the whole step first, if several groups
+    # The whole step first, when the report holds several groups.
+    step = text.step_lines(summaries.report_step(args.file))
     if step:
         output.show("\n".join(step))
     output.show(text.render_report(s), tables.report(s))

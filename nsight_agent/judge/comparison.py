@@ -11,6 +11,8 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
+from nsight_agent.engine.store.records import DroppedVariant
+from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.judge import verdicts
 from nsight_agent.judge.copies import copies_by, with_copies
@@ -88,12 +90,18 @@ def compare_run(
         rows[(str(row["Annotation"]), config_index(configs, row, params))] = row
     rows = with_copies(rows, copies_by(run, metric))  # ncu profiles kernels only
     indices = sorted({i for _, i in rows}) or list(range(len(configs)))
+    measured = _Measured(
+        rows,
+        checks_by(run),
+        {(s.variant, s.config_index): s.reason for s in run.suspects},
+        run.dropped,
+    )
     effect = min_effect_of(run, min_effect_pct)
     out: list[CompareConfig] = []
     speedups: dict[str, list[float]] = {v: [] for v in variants}
     judged: dict[str, list[Verdict]] = {v: [] for v in variants}
     for idx in indices:
-        entry = _config(run, rows, variants, base, idx, effect, verdicts.effect_floor(metric))
+        entry = measured.config(variants, base, idx, effect, verdicts.effect_floor(metric))
         for name, t in entry.items():
             speedups[name] += [t.speedup] if t.speedup is not None else []
             judged[name].append(t.verdict)
@@ -107,33 +115,35 @@ def compare_run(
     return Comparison(run.run_id, metric, unit, base, effect, out, overall, frame)
 
 
-def _config(
-    run: RunLike,
-    rows: dict[tuple[str, int], dict[str, Any]],
-    variants: list[str],
-    base: str,
-    idx: int,
-    effect: float,
-    floor: float,
-) -> dict[str, VariantTiming]:
-    """Each variant at config ``idx``: measured against the baseline, or why it was not."""
-    checks = checks_by(run)
-    suspects = {(s.variant, s.config_index): s.reason for s in run.suspects}
-    b = rows.get((base, idx), {})
-    entry: dict[str, VariantTiming] = {}
-    for name in variants:
-        check = checks.get((name, idx))
-        failed = check is not None and not check.ok
-        r = rows.get((name, idx))
-        t = verdicts.timing(
-            r, b, is_base=name == base, failed=failed, min_effect_pct=effect, floor=floor
-        )
-        if check is not None and failed:
-            t.check = verdicts.check_text(check)
-        elif name in run.dropped:
-            t = verdicts.dropped(run.dropped[name])
-        elif (name, idx) in suspects and name != base:
-            t.verdict, t.speedup = "suspect", None
-            t.check = whole(suspects[(name, idx)])
-        entry[name] = t
-    return entry
+@dataclass(frozen=True)
+class _Measured:
+    """What a run says of each (variant, config): its row, output check, why it is suspect,
+    and the variants it dropped before measuring."""
+
+    rows: dict[tuple[str, int], dict[str, Any]]
+    checks: dict[tuple[str, int], OutputCheck]
+    suspects: dict[tuple[str, int], str]
+    dropped: dict[str, DroppedVariant]
+
+    def config(
+        self, variants: list[str], base: str, idx: int, effect: float, floor: float
+    ) -> dict[str, VariantTiming]:
+        """Each variant at config ``idx``: measured against the baseline, or why it was not."""
+        b = self.rows.get((base, idx), {})
+        entry: dict[str, VariantTiming] = {}
+        for name in variants:
+            check = self.checks.get((name, idx))
+            failed = check is not None and not check.ok
+            r = self.rows.get((name, idx))
+            t = verdicts.timing(
+                r, b, is_base=name == base, failed=failed, min_effect_pct=effect, floor=floor
+            )
+            if check is not None and failed:
+                t.check = verdicts.check_text(check)
+            elif name in self.dropped:
+                t = verdicts.dropped(self.dropped[name])
+            elif (name, idx) in self.suspects and name != base:
+                t.verdict, t.speedup = "suspect", None
+                t.check = whole(self.suspects[(name, idx)])
+            entry[name] = t
+        return entry
