@@ -23,7 +23,6 @@ from nsight_agent.diagnose.bound import TENSOR_MIX
 from nsight_agent.diagnose.by_name import BY_NAME_SECTIONS, COUNTERS
 from nsight_agent.diagnose.checks_memory import TABLE_METRICS
 from nsight_agent.diagnose.kernel import DEEPER, DEEPER_ORDER
-from nsight_agent.engine.collection import plain_collect
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
 from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
 from nsight_agent.errors import (
@@ -36,6 +35,7 @@ from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, RunResult, measure, require_ncu
 from nsight_agent.service.profile import budget_note, build_request
 from nsight_agent.service.runs import load_run, report_of
+from nsight_agent.source_kernels import defined_by
 from nsight_agent.views.diagnosis import ReportDiagnosis, diagnose_report
 
 # The cheap sections: bound, launch shape, occupancy and the fp32/fp64 roofline.
@@ -142,7 +142,7 @@ def _time_one_call(first: ProfileRequest, where: Measuring) -> tuple[float | Non
 
 def sampled_launches(run: RunResult) -> list[PreLaunch] | None:
     """The pre-flight's launches of a launch-sampled run (None for any other run, and for one
-    a target served without sampling: ``engine/collection/plain_collect.py``)."""
+    a target served without sampling: ``engine/collection/collect/plain.py``)."""
     if run.facts.collected_plain:
         return None
     manifest = read_manifest(run.run_dir / f"{PREFLIGHT_PREFIX}manifest.json")
@@ -217,9 +217,10 @@ def diagnose_source(
         )
     first = first.model_copy(update={"sample_launches": sample}) if sample else first
     require_ncu(where)
+    own = defined_by([first.source, *(v.source for v in first.variants)])
     hints: dict[str, Any] = {
         "limit": limit, "ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes,
-        "user_kernels": plain_collect.source_kernels(first), "wall_ns": None,
+        "user_kernels": own, "wall_ns": None,
     }  # fmt: skip
     run, first, refused = _one_run(first, where)
     if refused:
