@@ -1,6 +1,6 @@
-"""The collect stage: every call of a run under ncu in one process, in the way chosen for the
-job once, before its pre-flight (``choose.py``), each way a module that owns its overlap with
-the pre-flight, its fallback and the path its answer reports (``strategy.py``):
+"""The collect stage: every call of a run under ncu in one process, in one way chosen for the
+job before its pre-flight (``choose.py``); each way is a module that owns its overlap with the
+pre-flight, its fallback and the path its answer reports (``strategy.py``).
 
     cold       the harness launched under ncu after the pre-flight; where every way falls back
     early      the same cold launch started beside the pre-flight, waiting at a gate
