@@ -10,7 +10,7 @@ Per round, in alternating order:
   triton       profile_kernel of that Triton kernel on the second server, pre-launched (the
                issue's denominator: diagnose against a profile of the same kernel)
   diagnose     diagnose_kernel from source of a Triton kernel on the second server, once its
-               slot has a target ready (plain: engine/collection/plain_collect.py), and the
+               slot has a target ready (plain: engine/collection/collect/plain.py), and the
                path its run took (get_run)
 
 Then once: a burst of 10 profile_kernel calls from one client to the second server, back to

@@ -2,13 +2,14 @@
 functions in any string of it), and a kernel's bare name as profilers spell it. Read where a
 kernel's owner is named (``diagnose/owner.py``), where launch sampling matches ncu's kernels
 to CUPTI's (``base_name``), and where the collect stage decides whether torch operator ranges
-would add anything (``engine/collection/plain_collect.py``).
+would add anything (``engine/collection/collect/plain.py``).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable, Set
 
 _GLOBAL = re.compile(r"__global__[^(;{]*?\b(\w+)\s*\(")
 _BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
@@ -33,6 +34,11 @@ def user_kernel_names(source: str) -> set[str]:
     return names
 
 
+def defined_by(sources: Iterable[str | None]) -> set[str]:
+    """Kernel names any of ``sources`` defines (None: a variant without a source of its own)."""
+    return {name for source in sources if source for name in user_kernel_names(source)}
+
+
 _ANON = re.compile(r"\(anonymous namespace\)::|<unnamed>::")  # CUPTI's and ncu's spellings
 
 
@@ -44,7 +50,7 @@ def base_name(name: str) -> str:
     return bare.rsplit("::", 1)[-1].strip()
 
 
-def defined_in(kernel: str, names: set[str]) -> bool:
+def defined_in(kernel: str, names: Set[str]) -> bool:
     """Whether ``kernel`` (as a profiler names it: plain, demangled or templated) is one of
     ``names``."""
     return kernel in names or base_name(kernel) in names

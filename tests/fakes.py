@@ -41,20 +41,30 @@ class FakeAction:
 
 
 class FakeSlot:
-    """A GPU slot's pool of pre-launched targets as the collect stage asks it: one ready or
-    not, none ever handed out (``attach.TargetSource``)."""
+    """A GPU slot's pool of pre-launched targets as the collect stage asks it
+    (``attach.TargetSource``): one ``ready`` or not (``why``: why none), handing out
+    ``target`` once (None: none ever); it counts its takes and keeps why it was turned off."""
 
-    def __init__(self, ready: bool = True) -> None:
-        self.ready = ready
+    def __init__(
+        self,
+        ready: bool = True,
+        target: object | None = None,
+        why: str = "no pre-launched target ready yet (one is starting)",
+    ) -> None:
+        self.ready, self.target, self.why = ready, target, why
+        self.taken = 0
+        self.turned_off: list[str] = []
 
-    def take(self) -> None:
-        return None
+    def take(self) -> Any:
+        self.taken += 1
+        target, self.target = self.target, None
+        return target
 
     def any_ready(self) -> bool:
         return self.ready
 
     def why_none(self) -> str:
-        return "no pre-launched target ready yet (one is starting)"
+        return self.why
 
     def turn_off(self, why: str) -> None:
-        raise AssertionError(why)
+        self.turned_off.append(why)

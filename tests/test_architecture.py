@@ -52,6 +52,7 @@ ENGINE_ROOMS: dict[str, int] = {
     "engine.harness": 1,
     "engine.store": 2,
     "engine.collection": 3,
+    "engine.collection.collect": 4,
     "engine.device": 4,
     "engine.worker": 4,
     "engine.pipeline": 5,
@@ -255,9 +256,6 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
     long_modules = {
         # nsight-python's public signatures (overloads) and the per-option checks are long.
         "api.analyze": 480,
-        # The order of every kind of job's stages, stated once (its docstring's table), the
-        # collect stage started beside the pre-flight among them.
-        "engine.pipeline": 446,
         # The one subprocess runner: how a child starts, belongs to us and dies with us, and
         # the environment a Python child gets (issue 35 moved child_env here from ncu).
         "engine.process": 440,

@@ -9,6 +9,10 @@ import pytest
 
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.collection import budget
+from nsight_agent.engine.collection.collect.budgeted import Budgeted
+from nsight_agent.engine.collection.collect.choose import choose
+from nsight_agent.engine.collection.collect.cold import Cold
+from nsight_agent.engine.collection.collect.early import Early
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.server.tools_profile import options_of
 from nsight_agent.service import diagnose
@@ -137,17 +141,13 @@ def test_budget_s_is_an_option_of_the_tools_and_is_checked() -> None:
         options_of({"budget_s": 0})
 
 
-def test_a_budgeted_job_does_not_start_its_collect_stage_early(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_budgeted_job_does_not_start_its_collect_stage_early() -> None:
     """Started beside the pre-flight, the collect stage would fix its sections before the
     pre-flight has counted the kernels the budget weighs."""
-    from nsight_agent.engine.collection import early_ncu
-
-    monkeypatch.delenv(early_ncu.ENV, raising=False)
-    assert early_ncu.enabled()  # early starts are on: only the budget stops this one
     request = sweep_request(sections=["SpeedOfLight"], budget_s=5.0)
-    assert early_ncu.start(request, tmp_path, "run", lambda: None, None) is None
+    way = choose(request, None, {})  # early starts are on: only the budget stops this one
+    assert isinstance(way, Budgeted) and isinstance(way.way, Cold)
+    assert isinstance(choose(request.model_copy(update={"budget_s": None}), None, {}), Early)
 
 
 @pytest.mark.anyio

@@ -22,8 +22,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from nsight_agent.engine.collection import attach, call_markers, extract, preflight_run
+from nsight_agent.engine.collection import call_markers, extract, preflight_run
 from nsight_agent.engine.collection.call_markers import MarkerMismatch
+from nsight_agent.engine.collection.collect import attach
 from nsight_agent.engine.collection.extract import ActionRecord, Call
 from nsight_agent.engine.harness import call_markers as harness_markers
 from nsight_agent.engine.harness.call_markers import BEGIN, END, MARKER_KERNEL

@@ -1,4 +1,4 @@
-"""The collect stage started beside the pre-flight (collection/early_ncu.py): the real harness
+"""The collect stage started beside the pre-flight (collection/collect/early.py): the real harness
 waits at its gate, the pipeline opens it with the pre-flight's verdict, and the rows are the
 staged order's. Through the stand-in ncu of test_engine_targets (the harness on the CPU)."""
 
@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 from nsight_agent.engine import pipeline, process
-from nsight_agent.engine.collection import early_ncu
+from nsight_agent.engine.collection.collect import profiled
+from nsight_agent.engine.collection.collect.choose import choose
+from nsight_agent.engine.collection.collect.cold import Cold
+from nsight_agent.engine.collection.collect.early import ENV, GATE, Early, EarlyCollect, open_gate
+from nsight_agent.engine.collection.collect.strategy import Collected, RunPlace
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.process import child_env
@@ -34,7 +38,7 @@ from tests.test_engine_targets import (  # noqa: F401 - stand_in is a fixture
 def early_on(stand_in: Path, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
     """The stand-in ncu (its state folder), with the collect stage started early (the
     default: the variable unset)."""
-    monkeypatch.delenv(early_ncu.ENV, raising=False)
+    monkeypatch.delenv(ENV, raising=False)
     return stand_in
 
 
@@ -42,10 +46,10 @@ def test_started_beside_the_preflight_it_measures_what_the_staged_order_measures
     early_on: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     early = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
-    monkeypatch.setenv(early_ncu.ENV, "0")
+    monkeypatch.setenv(ENV, "0")
     staged = pipeline.profile(sweep_request(), runs_root=tmp_path / "runs")
 
-    gate = early.run_dir / early_ncu.GATE
+    gate = early.run_dir / GATE
     assert json.loads(gate.read_text()) == {"skip": []}
     first, second = calls(early_on, "cold")
     assert first[first.index("--gate") + 1] == str(gate) and "--gate" not in second
@@ -66,7 +70,7 @@ def test_a_broken_source_stops_the_early_harness_and_is_the_runs_error(
     with pytest.raises(SourceError, match="nope"):
         pipeline.profile(broken, runs_root=tmp_path / "runs")
     (run_dir,) = [d for d in (tmp_path / "runs").iterdir() if (d / "status.json").exists()]
-    assert json.loads((run_dir / early_ncu.GATE).read_text()) == {"stop": True}
+    assert json.loads((run_dir / GATE).read_text()) == {"stop": True}
     status = json.loads((run_dir / "status.json").read_text())
     assert status["stage"].startswith("pre-flight") and "nope" in status["message"], status
 
@@ -82,13 +86,13 @@ def test_an_early_collect_cut_by_its_limit_is_estimated_from_the_verdict_on(
     # Started beside the pre-flight, ncu's limit covers both stages (here 60 s) but it
     # profiles only after the verdict: 30 of 300 kernels in the ~1 s since then is about 10 s
     # for all, said rounded up to 30 (the whole limit would have said 600).
-    def collect(gate: Path) -> early_ncu.Collected:
+    def collect(gate: Path) -> Collected:
         while not gate.exists():
             time.sleep(0.01)
         time.sleep(1.0)
         raise CollectionTimeoutError("The profiled program ran past its 60 s limit.", "", 60, 30)
 
-    early = early_ncu.EarlyCollect(tmp_path, collect, runs=3)
+    early = EarlyCollect(tmp_path, collect, runs=3)
     with pytest.raises(CollectionTimeoutError) as info:
         early.go(["gone"], {("ref", 0): 100, ("gone", 0): 7})
     assert "launch 300 kernels in all" in info.value.message, info.value.message
@@ -114,7 +118,7 @@ def test_a_variant_that_fails_alone_reaches_the_early_harness_through_its_gate(
         base.model_copy(update={"source": source, "variants": variants}),
         runs_root=tmp_path / "runs",
     )
-    assert json.loads((result.run_dir / early_ncu.GATE).read_text()) == {"skip": ["boom"]}
+    assert json.loads((result.run_dir / GATE).read_text()) == {"skip": ["boom"]}
     assert result.dropped["boom"].verdict == "error" and "boom" in result.dropped["boom"].message
     assert set(result.processed["Annotation"]) == {"triton_add", "triton_scale"}
     (first,) = calls(early_on, "cold")
@@ -127,7 +131,7 @@ def test_a_run_cancelled_at_once_stops_the_early_harness(early_on: Path, tmp_pat
     with pytest.raises(RunCancelledError):
         pipeline.profile(sweep_request(), runs_root=tmp_path / "runs", cancel=cancel)
     (run_dir,) = [d for d in (tmp_path / "runs").iterdir() if (d / "status.json").exists()]
-    assert json.loads((run_dir / early_ncu.GATE).read_text()) == {"stop": True}
+    assert json.loads((run_dir / GATE).read_text()) == {"stop": True}
     deadline = time.monotonic() + 30
     while _runs_processes(run_dir):
         assert time.monotonic() < deadline, _runs_processes(run_dir)
@@ -166,7 +170,7 @@ def test_the_harness_waits_at_its_gate_and_takes_the_verdict_from_it(tmp_path: P
     harness = _harness(run_dir)
     time.sleep(3.0)  # nothing is imported or run before the gate opens (torch alone: ~2 s)
     assert harness.poll() is None and not (run_dir / "manifest.json").exists()
-    early_ncu.open_gate(run_dir / early_ncu.GATE, {"skip": ["scale"]})
+    open_gate(run_dir / GATE, {"skip": ["scale"]})
     out, _ = harness.communicate(timeout=300)
     assert harness.returncode == 0, out
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -175,52 +179,53 @@ def test_the_harness_waits_at_its_gate_and_takes_the_verdict_from_it(tmp_path: P
 
     stopped = _rendered(tmp_path / "stop")
     harness = _harness(stopped)
-    early_ncu.open_gate(stopped / early_ncu.GATE, {"stop": True})
+    open_gate(stopped / GATE, {"stop": True})
     out, _ = harness.communicate(timeout=300)
     assert harness.returncode == 0, out
     assert not (stopped / "manifest.json").exists() and not (stopped / "error.json").exists()
 
 
-def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(tmp_path: Path) -> None:
     started = threading.Event()
 
-    def collect(gate: Path) -> early_ncu.Collected:
+    def collect(gate: Path) -> Collected:
         started.set()
         raise RuntimeError(f"ncu could not start (gate {gate.name})")
 
-    early = early_ncu.EarlyCollect(tmp_path, collect)
+    early = EarlyCollect(tmp_path, collect)
     assert started.wait(10)
     with pytest.raises(RuntimeError, match="could not start"):
         early.go([])
-    monkeypatch.setenv(early_ncu.ENV, "0")
-    assert (
-        early_ncu.start(sweep_request(), tmp_path, "r", lambda: None, targets=None) is None
-    )  # turned off: the staged order
+    assert isinstance(choose(sweep_request(), None, {ENV: "0"}), Cold)  # the staged order
 
 
 def test_the_collect_starts_early_unless_a_ready_target_will_serve_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With targets on by default, a job no target can serve (torch operator ranges, launch
-    sampling) or a slot whose target is still starting keeps the early start, and its answer
-    says why it ran cold; a ready target that can serve the job takes the staged order."""
-    monkeypatch.delenv(early_ncu.ENV, raising=False)
+    sampling) or a slot whose target is still starting keeps the early start: its harness
+    waits at the gate while the pre-flight runs, and its answer says why it ran cold; a ready
+    target that can serve the job takes the staged order."""
 
-    def collect(*_: object, gate: Path | None = None, cold_why: str = "") -> early_ncu.Collected:
-        assert gate is not None  # the early harness waits at its gate
-        return early_ncu.Collected(0.0, f"cold: {cold_why}")
+    def cold(job: object, run: RunPlace, why: str, *, gate: Path | None = None) -> Collected:
+        assert gate is not None  # the early harness waits at its gate for the verdict
+        while not gate.exists():
+            time.sleep(0.01)
+        return Collected(0.0, f"cold: {why}")
 
-    monkeypatch.setattr(early_ncu.ncu_run, "collect_harness", collect)
+    monkeypatch.setattr(profiled, "cold", cold)
     plain = sweep_request()
-    assert early_ncu.start(plain, tmp_path, "r", lambda: None, FakeSlot(True)) is None
+    assert not isinstance(choose(plain, FakeSlot(True), {}), Early)
     ranges = plain.model_copy(update={"torch_ranges": True})
+    run = RunPlace(tmp_path, "r", lambda: None)
+    passed = pipeline.PreflightResult(ok=True, device="cuda", seconds=0.1)
     for targets, request, why in [
         (FakeSlot(False), plain, "cold: no pre-launched target ready yet"),
         (FakeSlot(True), ranges, "cold: torch operator ranges"),
         (None, plain, "cold: no pre-launched targets here"),
     ]:
-        early = early_ncu.start(request, tmp_path, "r", lambda: None, targets)
-        assert early is not None
-        assert early.go([]).path.startswith(why)
+        way = choose(request, targets, {})
+        assert isinstance(way, Early)
+        assert way.preflight(run, lambda: passed) is passed
+        assert way.collect(run, passed).path.startswith(why)
+        (tmp_path / GATE).unlink()

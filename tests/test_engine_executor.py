@@ -19,7 +19,9 @@ import pandas as pd
 import pytest
 
 from nsight_agent.engine import pinning, pipeline, process
-from nsight_agent.engine.collection import ncu, ncu_run
+from nsight_agent.engine.collection import ncu, run_result
+from nsight_agent.engine.collection.collect import profiled
+from nsight_agent.engine.collection.collect.strategy import Collected
 from nsight_agent.engine.executors import local as ex
 from nsight_agent.engine.executors.ray import executor as ray_executor
 from nsight_agent.engine.executors.ray import node as ray_node
@@ -206,8 +208,8 @@ def test_with_workers_a_profile_jobs_preflight_runs_on_the_slots_warm_worker(
 
     monkeypatch.setattr(ncu, "find_ncu", lambda: Path("/bin/true"))
     # No ncu run.
-    monkeypatch.setattr(ncu_run, "collect_harness", lambda *a, **k: ncu_run.Collected(0.0, "cold"))
-    monkeypatch.setattr(pipeline, "_measured_run", measured)
+    monkeypatch.setattr(profiled, "cold", lambda *a, **k: Collected(0.0, "cold"))
+    monkeypatch.setattr(run_result, "of_ncu_run", measured)
     with WorkerPool() as workers, ex.LocalExecutor(["cpu"], workers=workers) as pool:
         pool.profile(request(), runs_root=tmp_path)
         first = workers.get("cpu").pid

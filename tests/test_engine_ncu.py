@@ -14,7 +14,8 @@ import pytest
 
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.engine import process
-from nsight_agent.engine.collection import ncu, ncu_run
+from nsight_agent.engine.collection import ncu, ncu_args, ncu_log
+from nsight_agent.engine.collection.collect import profiled
 from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.engine.worker import shipping
 from nsight_agent.errors import (
@@ -38,7 +39,7 @@ PREFIX = ["/usr/bin/ncu", "--force-overwrite", "--export", str(REPORT), "--log-f
 
 
 def argv(**options: object) -> list[str]:
-    return ncu.build_argv("/usr/bin/ncu", ncu.NcuOptions(**options), REPORT, LOG, TARGET)  # type: ignore[arg-type]
+    return ncu_args.build_argv("/usr/bin/ncu", ncu_args.NcuOptions(**options), REPORT, LOG, TARGET)  # type: ignore[arg-type]
 
 
 def test_default_argv() -> None:
@@ -87,7 +88,7 @@ def test_no_nvtx_filter_when_asked() -> None:
 )
 def test_bad_options_are_refused(options: dict[str, object]) -> None:
     with pytest.raises(InvalidRequestError):
-        ncu.NcuOptions(**options)  # type: ignore[arg-type]
+        ncu_args.NcuOptions(**options)  # type: ignore[arg-type]
 
 
 def test_ncu_not_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -109,13 +110,13 @@ def test_ncu_found_through_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 def make_run(
     tmp_path: Path, log: str, rc: int = 0, report: bool = True, output: str = ""
-) -> ncu.NcuRun:
+) -> ncu_log.NcuRun:
     files = RunFiles.in_folder(tmp_path)
     files.ncu_log.write_text(log)
     files.program_output.write_text(output)
     if report:
         files.report.write_bytes(b"x")
-    return ncu.NcuRun([], rc, files, 1.0)
+    return ncu_log.NcuRun([], rc, files, 1.0)
 
 
 # ncu 2025.3.1's own lines, as seen on the H200 (probe/run.sh, 2026-11-29), or its documented ones.
@@ -126,22 +127,22 @@ CRASH = "==ERROR== The application returned an error code (1).\n"
 
 def test_permission_error(tmp_path: Path) -> None:
     with pytest.raises(CounterPermissionError, match="ERR_NVGPUCTRPERM") as err:
-        ncu.check(make_run(tmp_path, PERM, rc=1, report=False))
+        ncu_log.check(make_run(tmp_path, PERM, rc=1, report=False))
     assert "NVreg_RestrictProfilingToAdminUsers=0" in str(err.value)
 
 
 def test_no_kernels(tmp_path: Path) -> None:
     with pytest.raises(NoKernelsProfiledError, match="annotate"):
-        ncu.check(make_run(tmp_path, NO_KERNELS, report=False))
+        ncu_log.check(make_run(tmp_path, NO_KERNELS, report=False))
 
 
 def test_crash_carries_program_traceback(tmp_path: Path) -> None:
     run = make_run(tmp_path, CRASH, rc=1, output="line 1\nValueError: boom\n")
     with pytest.raises(ProfiledProcessError, match="ValueError: boom") as err:
-        ncu.check(run)
+        ncu_log.check(run)
     assert err.value.returncode == 1
     with pytest.raises(ProfiledProcessError, match="custom traceback"):
-        ncu.check(run, program_error="Traceback...\ncustom traceback")
+        ncu_log.check(run, program_error="Traceback...\ncustom traceback")
 
 
 # ncu's lines when it fails on a kernel and shuts the program down (exit code 9); the same
@@ -160,7 +161,7 @@ def test_a_kernel_ncu_failed_on_is_ncu_s_error_not_the_program_s(tmp_path: Path)
     "the harness died without an error report ... in your source?". When ncu says it failed
     to profile a kernel and the program recorded no error, the error is ncu's, with its lines."""
     with pytest.raises(NcuError) as err:
-        ncu.check(make_run(tmp_path, PROFILE_FAILED_LOG, rc=9, output=""))
+        ncu_log.check(make_run(tmp_path, PROFILE_FAILED_LOG, rc=9, output=""))
     assert not isinstance(err.value, ProfiledProcessError)
     text = str(err.value)
     assert text.startswith('ncu could not profile "add_kernel" and ended the program (exit code 9)')
@@ -168,7 +169,7 @@ def test_a_kernel_ncu_failed_on_is_ncu_s_error_not_the_program_s(tmp_path: Path)
     assert "reported no error" in err.value.hint
     # the program's own error report still wins: a kernel that faulted is the source's
     with pytest.raises(ProfiledProcessError, match="illegal memory access"):
-        ncu.check(
+        ncu_log.check(
             make_run(tmp_path, PROFILE_FAILED_LOG, rc=9),
             program_error="RuntimeError: CUDA error: an illegal memory access was encountered",
         )
@@ -177,17 +178,17 @@ def test_a_kernel_ncu_failed_on_is_ncu_s_error_not_the_program_s(tmp_path: Path)
 def test_a_program_that_died_carries_ncu_s_other_lines(tmp_path: Path) -> None:
     log = "==WARNING== something\n==ERROR== Profiling was interrupted\n" + CRASH
     with pytest.raises(ProfiledProcessError) as err:
-        ncu.check(make_run(tmp_path, log, rc=1, output=""))
+        ncu_log.check(make_run(tmp_path, log, rc=1, output=""))
     assert err.value.stderr_tail == "ncu said: Profiling was interrupted"
     with pytest.raises(ProfiledProcessError) as plain:  # ncu's exit line alone adds nothing
-        ncu.check(make_run(tmp_path, CRASH, rc=1, output="ValueError: boom\n"))
+        ncu_log.check(make_run(tmp_path, CRASH, rc=1, output="ValueError: boom\n"))
     assert "ncu said" not in plain.value.stderr_tail
 
 
 def test_unknown_metric_in_ncu_log(tmp_path: Path) -> None:
     log = "==ERROR== Failed to find metric gpu__time_durationX.sum\n"
     with pytest.raises(UnknownMetricError) as err:
-        ncu.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
+        ncu_log.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
     assert err.value.metric == "gpu__time_durationX.sum"
     assert "gpu__time_duration.sum" in err.value.suggestions
 
@@ -200,7 +201,7 @@ def test_unknown_metric_without_a_rollup_is_named_not_its_regex(tmp_path: Path) 
         "max_rate)$\n"
     )
     with pytest.raises(UnknownMetricError) as err:
-        ncu.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
+        ncu_log.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
     assert err.value.metric == "invalid_value"
     assert str(err.value).startswith("Failed to find metric regex:^invalid_value")
 
@@ -208,13 +209,13 @@ def test_unknown_metric_without_a_rollup_is_named_not_its_regex(tmp_path: Path) 
 def test_other_ncu_error_is_reported_with_its_text(tmp_path: Path) -> None:
     log = "==ERROR== Invalid configuration for nvtx-include : nsight_agent@*/\n"
     with pytest.raises(NcuError, match="Invalid configuration for nvtx-include"):
-        ncu.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
+        ncu_log.check(make_run(tmp_path, log, rc=1, report=False), suggest=catalog.suggestions)
 
 
 def test_success_without_report_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(NcuError, match="no report"):
-        ncu.check(make_run(tmp_path, "==PROF== Report: x\n", report=False))
-    ncu.check(make_run(tmp_path, "==PROF== Report: x\n", report=True))
+        ncu_log.check(make_run(tmp_path, "==PROF== Report: x\n", report=False))
+    ncu_log.check(make_run(tmp_path, "==PROF== Report: x\n", report=True))
 
 
 def test_a_timeout_says_how_many_kernels_ncu_had_profiled(tmp_path: Path) -> None:
@@ -238,17 +239,17 @@ def test_a_timeout_says_how_many_kernels_ncu_had_profiled(tmp_path: Path) -> Non
     assert "after ncu had profiled 18 kernel(s) (1 replay pass each at most)" in err.message
     # The pre-flight counted 127 kernels a call in one variant (a second one was dropped):
     # 10 runs are 1270 kernels, at 18 in 4 s about 282 s, said rounded up to 300.
-    told = ncu_run.with_estimate(err, {("ref", 0): 127, ("gone", 0): 5}, 10, ["gone"])
+    told = profiled.with_estimate(err, {("ref", 0): 127, ("gone", 0): 5}, 10, ["gone"])
     assert "launch 1270 kernels in all" in told.message and "about 300 s" in told.message
     assert told.hint.startswith("Raise timeout_s to about 300,") and str(told).endswith(
         str(files.program_output) + "."
     )
     # Nothing to estimate: no count from the pre-flight (no GPU), or nothing left to profile.
-    fresh = ncu.timeout_error(4, files)
-    assert ncu_run.with_estimate(fresh, None, 10, []).message == fresh.message
-    assert ncu_run.with_estimate(fresh, {("ref", 0): 1}, 10, []).message == fresh.message
+    fresh = ncu_log.timeout_error(4, files)
+    assert profiled.with_estimate(fresh, None, 10, []).message == fresh.message
+    assert profiled.with_estimate(fresh, {("ref", 0): 1}, 10, []).message == fresh.message
     files.ncu_log.unlink()
-    assert ncu.timeout_error(4, files).profiled is None  # no log: nothing claimed
+    assert ncu_log.timeout_error(4, files).profiled is None  # no log: nothing claimed
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
@@ -347,7 +348,7 @@ def test_sigterm_to_the_parent_kills_the_profiled_group(tmp_path: Path) -> None:
         f"""
         import sys
         from pathlib import Path
-        from nsight_agent.engine.collection import ncu, ncu_run
+        from nsight_agent.engine.collection import ncu
         from nsight_agent.engine.store.records import RunFiles
         d = Path({str(tmp_path)!r})
         script = "import os,time; open({str(pid_file)!r},'w').write(str(os.getpid())); time.sleep(60)"

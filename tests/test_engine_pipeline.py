@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.collection import early_ncu, outputs, preflight_run
+from nsight_agent.engine.collection import outputs, preflight_run
+from nsight_agent.engine.collection.collect import early
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.harness.languages import adapter_for
@@ -284,7 +285,7 @@ def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An `ncu` that records being called: profile() must stop before it. In the staged order
     (``NSIGHT_AGENT_EARLY_NCU=0``): by default ncu starts beside the pre-flight and waits at
     a gate, and tests/test_engine_early_ncu.py holds these cases for that order."""
-    monkeypatch.setenv(early_ncu.ENV, "0")
+    monkeypatch.setenv(early.ENV, "0")
     marker = tmp_path / "ncu-was-called"
     script = tmp_path / "ncu"
     script.write_text(f'#!/bin/sh\necho "$@" > {marker}\nexit 1\n')
@@ -457,7 +458,7 @@ def test_post_ncu_half_of_the_pipeline_on_a_recorded_report(
     )
     ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("NCU", str(ncu))
-    monkeypatch.setenv(early_ncu.ENV, "0")  # the stand-in answers at once, with no gate
+    monkeypatch.setenv(early.ENV, "0")  # the stand-in answers at once, with no gate
     monkeypatch.setattr(pipeline, "_default_device", lambda: "cpu")
     req = request(
         SWEEP_SOURCE,

@@ -344,7 +344,7 @@ def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replace
     two-core machine under eight test processes it once took more than the product's 60 s, and
     the cancel then (rightly) said the folder stayed on the node; that message has its own test
     below. Here the salvage gets the test's patience, and the killed host time to be reaped."""
-    monkeypatch.setattr("nsight_agent.engine.executors.ray.executor.CANCEL_GRACE_S", 0.0)
+    monkeypatch.setattr("nsight_agent.engine.executors.ray.jobs.CANCEL_GRACE_S", 0.0)
     monkeypatch.setattr("nsight_agent.engine.executors.ray.landing.SALVAGE_S", float(WAIT_S))
     handle = executor.submit(job(SLEEPS.format(seconds=60), tmp_path))
     host = wait_until_sleeping(handle)

@@ -26,7 +26,8 @@ import pytest
 from mcp import Client
 
 from nsight_agent.engine import pipeline, process
-from nsight_agent.engine.collection import attach, extract, ncu
+from nsight_agent.engine.collection import extract, ncu_args
+from nsight_agent.engine.collection.collect.choose import cold_reason
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.harness.call_markers import MARKER_KERNEL
 from nsight_agent.engine.pipeline import Job
@@ -312,20 +313,20 @@ def test_options_an_attach_cannot_serve_go_cold_and_leave_the_target(
     ],
 )
 def test_which_options_a_target_serves(options: dict[str, Any], why: str | None) -> None:
-    reason = attach.cold_reason(ncu.NcuOptions(**options))
+    reason = cold_reason(ncu_args.NcuOptions(**options))
     assert (reason is None) if why is None else (reason is not None and why in reason)
 
 
 def test_torch_operator_ranges_go_cold() -> None:
     """A step view groups kernels by torch operator (NVTX ranges): an attach records none."""
-    assert "torch operator ranges" in (attach.cold_reason(ncu.NcuOptions(), True) or "")
+    assert "torch operator ranges" in (cold_reason(ncu_args.NcuOptions(), True) or "")
 
 
 def test_an_attach_profiles_only_inside_the_harness_profiler_ranges() -> None:
     """The set-up, check and warm-up kernels between the measured calls are never profiled:
     the attach keeps to the profiler ranges the harness opens around each call's markers."""
-    options = ncu.NcuOptions(sections=("SpeedOfLight",))
-    argv = ncu.attach_argv("ncu", options, 49152, Path("report"))
+    options = ncu_args.NcuOptions(sections=("SpeedOfLight",))
+    argv = ncu_args.attach_argv("ncu", options, 49152, Path("report"))
     assert argv[argv.index("--profile-from-start") + 1] == "off"
     assert argv[argv.index("--section") + 1] == "SpeedOfLight" and "--nvtx-include" not in argv
 
@@ -333,11 +334,9 @@ def test_an_attach_profiles_only_inside_the_harness_profiler_ranges() -> None:
 def test_application_replay_goes_cold() -> None:
     """ncu refuses application replay in attach mode; the tools do not offer it (request.py),
     and were it to reach the collect stage it would launch cold."""
-    options = ncu.NcuOptions()
+    options = ncu_args.NcuOptions()
     object.__setattr__(options, "replay_mode", "application")
-    assert attach.cold_reason(options) == (
-        "replay_mode=application (targets serve kernel replay only)"
-    )
+    assert cold_reason(options) == ("replay_mode=application (targets serve kernel replay only)")
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.collection import gpu_lock, ncu, ncu_run
+from nsight_agent.engine.collection import gpu_lock, ncu, ncu_args, ncu_log
+from nsight_agent.engine.collection.collect import profiled
 from nsight_agent.engine.store.records import RunFiles
 from nsight_agent.errors import (
     KernelProfileFailedError,
@@ -95,9 +96,9 @@ def test_a_busy_profiler_is_named_not_blamed_on_the_program(tmp_path: Path) -> N
     files = RunFiles.in_folder(tmp_path)
     files.ncu_log.write_text(BUSY_LOG)
     files.program_output.write_text("")
-    run = ncu.NcuRun([], 9, files, 1)
+    run = ncu_log.NcuRun([], 9, files, 1)
     with pytest.raises(ProfilerBusyError) as err:
-        ncu.check(run)
+        ncu_log.check(run)
     assert not isinstance(err.value, ProfiledProcessError)
     assert "another profiling session held the GPU's performance counters" in err.value.message
     assert "driver resource was unavailable" in err.value.message
@@ -241,8 +242,8 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch, locks: Path) -> None:
     monkeypatch.setattr(gpu_lock, "gpu_keys", lambda visible: ["k"])
 
 
-def _collect(tmp_path: Path, forget: Callable[[], None] | None = None) -> ncu.NcuRun:
-    inv = ncu.Invocation(ncu.NcuOptions(), RunFiles.in_folder(tmp_path), timeout=30)
+def _collect(tmp_path: Path, forget: Callable[[], None] | None = None) -> ncu_log.NcuRun:
+    inv = ncu.Invocation(ncu_args.NcuOptions(), RunFiles.in_folder(tmp_path), timeout=30)
     return ncu.profile_cold(["true"], inv, forget=forget)
 
 
@@ -256,7 +257,7 @@ def test_a_profiler_outside_the_lock_is_retried(
     done = _collect(tmp_path, forget=lambda: forgotten.append(1))
     assert done.attempts == 2 and done.files.report.exists()
     assert forgotten == [1] and not (tmp_path / "error.json").exists()
-    said = ncu_run._waits(done)
+    said = profiled.waits(done)
     assert said == "; profiled on attempt 2 (another profiler held the counters)"
 
 
@@ -281,7 +282,7 @@ def test_collect_waits_for_another_process_s_run(
     caplog.set_level(logging.INFO, logger=ncu.__name__)
     monkeypatch.setenv("NCU", str(_fake_ncu(tmp_path, busy_times=0)))
     calls = tmp_path / "ncu-calls"
-    result: list[ncu.NcuRun] = []
+    result: list[ncu_log.NcuRun] = []
     thread = threading.Thread(target=lambda: result.append(_collect(tmp_path)))
     thread.start()
     _wait_until(

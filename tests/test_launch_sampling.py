@@ -21,7 +21,8 @@ from pydantic import ValidationError
 
 from nsight_agent.diagnose.places import clean_op, is_torch_range, places
 from nsight_agent.diagnose.step_view import StepView, step_view
-from nsight_agent.engine.collection import attach, extract, launch_sampling, ncu
+from nsight_agent.engine.collection import extract, launch_sampling, ncu_args
+from nsight_agent.engine.collection.collect.choose import cold_reason
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, SamplingMismatch
 from nsight_agent.engine.harness import gpu_activity, runtime
 from nsight_agent.engine.harness.gpu_activity import CALL_PREFIX, attribute, launch_config
@@ -210,12 +211,12 @@ def test_the_preflight_lists_each_launch_with_its_configuration_in_gpu_order(
 
 
 def test_sampling_asks_ncu_for_one_launch_per_configuration_and_runs_cold() -> None:
-    options = ncu.NcuOptions(sections=["SpeedOfLight"], sample_launches=True)
-    argv = ncu.collection_args(options)
+    options = ncu_args.NcuOptions(sections=["SpeedOfLight"], sample_launches=True)
+    argv = ncu_args.collection_args(options)
     at = argv.index("--filter-mode")
     assert argv[at : at + 4] == ["--filter-mode", "per-launch-config", "--launch-count", "1"]
-    assert "--filter-mode" not in ncu.collection_args(ncu.NcuOptions())
-    reason = attach.cold_reason(ncu.NcuOptions(sample_launches=True))
+    assert "--filter-mode" not in ncu_args.collection_args(ncu_args.NcuOptions())
+    reason = cold_reason(ncu_args.NcuOptions(sample_launches=True))
     assert reason is not None and "launch sampling" in reason
 
 

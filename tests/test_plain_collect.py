@@ -1,6 +1,6 @@
 """A job that asked for torch operator ranges (diagnose_kernel) served by a pre-launched target
 when the pre-flight shows its calls launch only the source's own kernels
-(``engine/collection/plain_collect.py``): the decision on the pre-flight's kernel lists, then
+(``engine/collection/collect/plain.py``): the decision on the pre-flight's kernel lists, then
 the whole pipeline through the stand-in ncu and a real target on the CPU."""
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.collection import plain_collect, preflight_run
+from nsight_agent.engine.collection import preflight_run
+from nsight_agent.engine.collection.collect import plain
+from nsight_agent.engine.collection.collect.attached import Attached
+from nsight_agent.engine.collection.collect.choose import choose
+from nsight_agent.engine.collection.collect.early import ENV, Early
+from nsight_agent.engine.collection.collect.plain import PlainServed
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.harness import program_io
 from nsight_agent.engine.store.runs import PreflightResult
@@ -48,24 +53,27 @@ OWN = {v: [KERNELS[v]] * 3 for v in KERNELS}
 
 def test_only_the_sources_own_kernels_in_few_launches_are_served_plainly() -> None:
     req = diagnosing()
-    plain = plain_collect.served_plain(req, counted(OWN), FakeSlot())
-    assert plain is not None and not plain.torch_ranges and not plain.sample_launches
+    way = choose(req, FakeSlot(), {})
+    assert isinstance(way, PlainServed) and way.own_kernels == {"add_kernel", "scale_kernel"}
+    assert not way.job.as_plain().op_ranges and not way.job.as_plain().options.sample_launches
+    assert way.why.startswith("torch operator ranges")  # where the pre-flight says no
+    assert plain.only_own_kernels(counted(OWN), way.own_kernels)
     sampled = req.model_copy(update={"configs": [{"n": 4096}], "variants": req.variants[:1]})
     sampled = sampled.model_copy(update={"sample_launches": True})
-    assert plain_collect.served_plain(sampled, counted(OWN), FakeSlot()) is not None
+    assert isinstance(choose(sampled, FakeSlot(), {}), PlainServed)
     aten = {"triton_add": [["add_kernel", "vectorized_elementwise_kernel<4>"]]}
-    many = {"triton_add": [["add_kernel"] * (plain_collect.PLAIN_MAX_LAUNCHES + 1)]}
+    many = {"triton_add": [["add_kernel"] * (plain.PLAIN_MAX_LAUNCHES + 1)]}
     for pre in (counted(aten), counted(many), counted({}), counted({"triton_add": [[]]})):
-        assert plain_collect.served_plain(req, pre, FakeSlot()) is None, pre.kernels_per_call
-    assert plain_collect.served_plain(req, counted(OWN), FakeSlot(ready=False)) is None
-    assert plain_collect.served_plain(req, counted(OWN), None) is None
-    assert (
-        plain_collect.served_plain(sweep_request(torch_ranges=True), counted(OWN), FakeSlot())
-        is None
-    )
+        assert not plain.only_own_kernels(pre, way.own_kernels), pre.kernels_per_call
+    # A target still starting: the early cold start, unless it is off (then the pre-flight's
+    # end decides, as a ready one would).
+    assert isinstance(choose(req, FakeSlot(ready=False), {}), Early)
+    assert isinstance(choose(req, FakeSlot(ready=False), {ENV: "0"}), PlainServed)
+    assert isinstance(choose(req, None, {}), Early)
+    assert isinstance(choose(sweep_request(torch_ranges=True), FakeSlot(), {}), Early)
     ranged = diagnosing(replay_mode="range")  # cold for another reason: nothing to gain
-    assert plain_collect.served_plain(ranged, counted(OWN), FakeSlot()) is None
-    assert plain_collect.served_plain(sweep_request(), counted(OWN), FakeSlot()) is None  # as it is
+    assert isinstance(choose(ranged, FakeSlot(), {}), Early)
+    assert isinstance(choose(sweep_request(), FakeSlot(), {}), Attached)  # as it is
 
 
 def test_a_profiler_spells_the_sources_kernels_the_same() -> None:
@@ -98,7 +106,7 @@ def test_a_diagnosis_whose_calls_launch_only_its_kernels_goes_through_the_target
         pool = ready_pool(executor)
         run = pipeline.profile(diagnosing(), runs_root=root, preflight=preflight, targets=pool)
         assert run.facts.collection == "pre-launched"
-        assert run.facts.collected_plain == plain_collect.SAID
+        assert run.facts.collected_plain == plain.SAID
         assert run.kernels == KERNELS and all(c.ok for c in run.checks)
         assert pool.wait_ready(180), pool.info()
         seen = {"triton_add": [["add_kernel", "vectorized_elementwise_kernel<4>"]]}
@@ -136,7 +144,7 @@ def test_on_a_gpu_a_triton_kernels_diagnosis_runs_on_the_target_as_a_cold_one_re
     cold = diagnose_source(fields, Measuring(tmp_path))
     served = load_run(str(warm.run_id), runs_root=tmp_path)
     assert served.facts.collection == "pre-launched", served.facts.collection
-    assert served.facts.collected_plain == plain_collect.SAID and warm.sampled is None
+    assert served.facts.collected_plain == plain.SAID and warm.sampled is None
     assert load_run(str(cold.run_id), runs_root=tmp_path).facts.collection.startswith("cold")
     (w,), (c,) = warm.kernels, cold.kernels
     assert w.diagnosis.kernel == c.diagnosis.kernel == "add_kernel"

@@ -26,6 +26,7 @@ from nsight_agent.api.compat import Verbosity, VerbosityLevel
 from nsight_agent.api.plotting import PlottedFunction, plot
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import derived, ncu
+from nsight_agent.engine.collection.ncu_args import NcuOptions, check_choice
 from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.engine.thermal import ThermalMode
 from nsight_agent.engine.worker import cuda_early, info, shipping
@@ -68,8 +69,8 @@ class KernelSettings:
     info_collectors: tuple[collecting.Normalized, ...] = ()
 
     def check(self) -> None:
-        ncu.check_choice("verbosity", self.verbosity, Verbosity)
-        ncu.check_choice("thermal_mode", self.thermal_mode, ThermalMode)
+        check_choice("verbosity", self.verbosity, Verbosity)
+        check_choice("thermal_mode", self.thermal_mode, ThermalMode)
         if not isinstance(self.runs, int) or self.runs < 1:
             raise InvalidRequestError(f"runs must be a positive integer; got {self.runs!r}")
         if self.combine_kernel_metrics is not None and not callable(self.combine_kernel_metrics):
@@ -78,8 +79,8 @@ class KernelSettings:
             raise InvalidRequestError("derive_metric must be callable")
         self.ncu_options()  # checks replay/cache/clock options at decoration time
 
-    def ncu_options(self) -> ncu.NcuOptions:
-        return ncu.NcuOptions(
+    def ncu_options(self) -> NcuOptions:
+        return NcuOptions(
             metrics=self.metrics,
             replay_mode=self.replay_mode,
             cache_control=self.cache_control,

@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import gpu_lock
-from nsight_agent.engine.collection.ncu import BUSY, BUSY_HINT, PERMISSION_HINT, find_ncu
+from nsight_agent.engine.collection.ncu import find_ncu
+from nsight_agent.engine.collection.ncu_log import BUSY, BUSY_HINT, PERMISSION_HINT
 from nsight_agent.engine.pinning import nvml_text
 from nsight_agent.errors import NcuNotFoundError, ProfilerBusyError
 from nsight_agent.request import TIME_METRIC

@@ -5,10 +5,13 @@ lives in its room of the engine:
     stage       profile (ncu)                     timing (no counters)        pre-flight only
     render      harness/render.py                 same                        same
     pre-flight  collection/preflight_run.py       on the warm worker          cold or warm
-                (cold, or on the warm worker)     (worker/pool.py)
-    collect     collection/ncu_run.py (one        worker/timing.py on the
-                process: pre-launched or cold;    warm worker
-                early_ncu.py: beside the pre-flight, on request)
+                (cold, or on the warm worker),    (worker/pool.py)
+                collection/isolate.py (a crash
+                of several variants attributed)
+    collect     collection/collect/ (one way      worker/timing.py on the
+                chosen before the pre-flight:     warm worker
+                cold, early, attached, plain;
+                budgeted)
     extract     collection/extract.py             (the timing loop's own
     aggregate   collection/measure.py,            samples: worker/timing.py)
                 collection/aggregate.py
@@ -24,8 +27,7 @@ the same harness without ncu first, so a broken source costs seconds, not an ncu
 from __future__ import annotations
 
 import contextlib
-import json
-import operator
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,29 +36,19 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 from nsight_agent.engine import device, pinning
-from nsight_agent.engine.collection import (
-    budget,
-    early_ncu,
-    isolate,
-    measure,
-    ncu,
-    ncu_run,
-    outputs,
-    plain_collect,
-    preflight_run,
-    work,
-)
+from nsight_agent.engine.collection import isolate, ncu, preflight_run, run_result
+from nsight_agent.engine.collection.collect.attach import TargetSource
+from nsight_agent.engine.collection.collect.choose import choose
+from nsight_agent.engine.collection.collect.strategy import RunPlace
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store import records
-from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
     PreflightResult,
     RunResult,
-    artifact_paths,
     default_runs_root,
     load_run,
     new_run_dir,
@@ -64,7 +56,7 @@ from nsight_agent.engine.store.runs import (
     write_request,
 )
 from nsight_agent.engine.worker.pool import TimeJob, TimingOptions, WorkerPool, warm_preflight
-from nsight_agent.errors import InvalidRequestError, RunCancelledError, UnknownMetricError
+from nsight_agent.errors import InvalidRequestError, RunCancelledError
 from nsight_agent.request import ProfileRequest
 
 Progress = Callable[[int, int, str], None]
@@ -103,7 +95,7 @@ def run_job(
     cancel: threading.Event | None = None,
     on_progress: Progress | None = None,
     warm: Warm | None = None,
-    targets: ncu_run.TargetSource | None = None,
+    targets: TargetSource | None = None,
 ) -> JobResult:
     """Run one job here, in this process and thread: what every executor ends up calling.
 
@@ -122,18 +114,12 @@ def run_job(
         )
     if job.mode == "preflight":
         return preflight(job.request, runs_root=root, cancel=cancel)
-    warm_pre: PreflightFn | None = None
-    if warm is not None:
-
-        def warm_pre(run_dir: Path, request: ProfileRequest, _device: str) -> PreflightResult:
-            return warm_preflight(warm.pool, run_dir, request, warm.device, cancel)
-
     return profile(
         job.request,
         runs_root=root,
         on_progress=on_progress,
         cancel=cancel,
-        preflight=warm_pre,
+        preflight=_on_worker(warm.pool, warm.device, cancel) if warm is not None else None,
         targets=targets,
     )
 
@@ -202,41 +188,35 @@ def profile(
     on_progress: Progress | None = None,
     cancel: threading.Event | None = None,
     preflight: PreflightFn | None = None,
-    targets: ncu_run.TargetSource | None = None,
+    targets: TargetSource | None = None,
 ) -> RunResult:
-    """render -> pre-flight -> collect (every variant, config and run under ncu in one
-    process) -> extract and aggregate -> check -> store.
+    """render -> pre-flight (with what the collect stage's way overlaps with it) -> collect
+    (every variant, config and run under ncu in one process) -> extract and aggregate ->
+    check -> store.
 
-    ``preflight``: a warm worker's pre-flight (``run_job``); ``targets``: ready ncu targets."""
+    ``preflight``: a warm worker's pre-flight (``run_job``); ``targets``: the GPU slot's
+    pre-launched ncu targets, which the way of collecting, chosen here once, may take."""
     start = time.monotonic()
     ncu.find_ncu()  # fail before any work when ncu is missing
+    way = choose(request, targets, os.environ)
     with rendered_run(request, runs_root) as (run_id, run_dir, record):
         total = len(request.expanded_configs()) * len(request.effective_variants()) * request.runs
-        say = on_progress or (lambda done, total, message: None)
+        say = _say(on_progress)
+        progress = records.RunFiles.in_folder(run_dir).progress
+        run = RunPlace(run_dir, run_id, _poller(cancel, on_progress, progress, total))
 
         record.stage("pre-flight")
         say(0, total, "pre-flight: running the harness once without the profiler")
-        poll, where = _poller(cancel, None, None, 0), _default_device()
-        first = preflight or (lambda d, r, w: preflight_run.run_preflight(d, r, w, poll=poll))
-        watch = _poller(cancel, on_progress, records.RunFiles.in_folder(run_dir).progress, total)
-        early = early_ncu.start(request, run_dir, run_id, watch, targets)  # None: staged
-        attributed = lambda: isolate.attributed(  # noqa: E731 - the pre-flight, named once
-            lambda: first(run_dir, request, where), run_dir, request, where, poll
-        )
-        pre = early_ncu.preflight_beside(early, attributed)  # raises for a broken source
+        pre = way.preflight(run, _isolated_preflight(request, run_dir, preflight, cancel))
+
         record.stage("ncu")
         say(0, total, "profiling under ncu")
-        skip, counts = sorted(pre.dropped), preflight_run.expected_kernels(pre)  # counts: attach
-        asked, plan = budget.plan_request(request, counts, runs_root or default_runs_root(), skip)
-        collected = early.go(skip, counts) if early is not None else plain_collect.collect(
-            asked, pre, run_dir, run_id, watch, skip, targets, counts
-        )  # fmt: skip
+        collected = way.collect(run, pre)
 
         record.stage("extract")
-        result = _measured_run(request, run_dir, run_id, pre, collected.seconds)
-        result.facts.collection, result.facts.collected_plain = collected.path, collected.plain
-        if plan:
-            result.facts.budget, result.facts.budget_left_out = plan.line(), plan.left_out
+        peak = device.dram_peak(pinning.current_device())
+        result = run_result.of_ncu_run(request, run_dir, run_id, pre, collected.seconds, peak)
+        collected.record(result.facts)
         result.seconds = time.monotonic() - start
 
         record.stage("save")
@@ -261,13 +241,7 @@ def time_request(
     where = device or _default_device()
     with rendered_run(request, runs_root) as (run_id, run_dir, record):
         record.stage("pre-flight")
-        pre = isolate.attributed(
-            lambda: warm_preflight(pool, run_dir, request, where, cancel),
-            run_dir,
-            request,
-            _default_device(),  # the crashing variants are found in new processes
-            _poller(cancel, None, None, 0),
-        )
+        pre = _isolated_preflight(request, run_dir, _on_worker(pool, where, cancel), cancel)()
         raise_if_broken(pre)
         if cancel is not None and cancel.is_set():
             raise RunCancelledError("The run was cancelled before timing started.")
@@ -285,30 +259,8 @@ def time_request(
         timed: Any = pool.run(where, job, request.timeout_s, cancel)
 
         record.stage("check")
-        frame = timed.frame()
-        checks = [OutputCheck(**c) for c in timed.checks] or pre.checks
-        result = RunResult(
-            run_id=run_id,
-            run_dir=run_dir,
-            request=request,
-            processed=frame,
-            raw=frame.iloc[0:0],
-            checks=checks,
-            kernels={v.name: [] for v in request.effective_variants()},
-            warnings=[
-                *timed.notes,
-                f"measured by {timed.method} (no ncu, no counters)",
-                *outputs.short_kernel_warning(frame, timed.method),
-            ],
-            artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
-            seconds=time.monotonic() - start,
-            preflight=pre,
-            facts=RunFacts(
-                method=timed.method, order=timed.order[:64], cpu_probe_ns=timed.cpu_probe_ns
-            ),
-            dropped={**pre.dropped, **timed.dropped},
-            suspects=outputs.first_per_config([*pre.suspects, *timed.suspects]),
-        )
+        result = run_result.of_timing(request, run_dir, run_id, pre, timed)
+        result.seconds = time.monotonic() - start
 
         record.stage("save")
         save_result(result)
@@ -316,89 +268,46 @@ def time_request(
     return result
 
 
-# --- the ncu stages -------------------------------------------------------------------------
-
-
-def _measured_run(
-    request: ProfileRequest, run_dir: Path, run_id: str, pre: PreflightResult, seconds: float
-) -> RunResult:
-    """extract and aggregate (report + manifest -> rows -> frame), then check (outputs and
-    kernel counts -> OutputOK, warnings)."""
-    files = records.RunFiles.in_folder(run_dir)
-    metrics = work.row_metrics(request)
-    added = work.added_metrics(request)  # read for the work check, not asked for
-    manifest = measure.read_manifest(files.manifest)
-    params = request.param_names()
-    configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
-    baseline = request.baseline_name()
-    droppable = {v.name: "" for v in request.effective_variants() if v.name != baseline}
-
-    def measured_with(names: list[str]) -> measure.Measured:
-        return measure.measure(
-            files.report,
-            manifest,
-            names,
-            configs,
-            params,
-            ignore_kernels=request.ignore_kernels,
-            combine=operator.add if request.combine_kernels == "sum" else None,
-            droppable=droppable,
-            expected_kernels=preflight_run.expected_kernels(pre),
-        )
-
-    try:
-        measured = measured_with(metrics)
-    except UnknownMetricError as err:  # a report without the work metrics: no work check
-        if err.metric not in added:
-            raise
-        measured = measured_with([m for m in metrics if m not in added])
-    uneven = {
-        name: records.DroppedVariant(verdict="suspect", stage="profile", message=why)
-        for name, why in droppable.items()
-        if why
-    }
-    variants = [v.name for v in request.effective_variants()]
-    kernels = {
-        v: list(dict.fromkeys(r.kernel for r in measured.records if r.annotation == v))
-        for v in variants
-    }
-    most = outputs.most_kernels_per_run(measured.records, variants, request.ignore_kernels)
-    checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
-    manifest["kernels"] = kernels
-    found_suspects = [
-        *records.suspects_from(manifest.get("suspects")),
-        *outputs.floor_suspects(
-            measured.processed,
-            request,
-            manifest.get("out_bytes") or [],
-            device.dram_peak(pinning.current_device()),
-        ),
-        *work.work_suspects(measured.processed, request),
-    ]
-    processed, raw = work.without(measured.processed, added), work.without(measured.raw, added)
-    files.manifest.write_text(json.dumps(manifest, indent=1))
-    facts = measured.ncu_cost(seconds)
-    facts.profile_cuda_build = manifest.get("cuda_build")
-    return RunResult(
-        run_id=run_id,
-        run_dir=run_dir,
-        request=request,
-        processed=outputs.with_ok_column(processed, request, checks),
-        raw=raw,
-        checks=checks,
-        kernels=kernels,
-        warnings=outputs.ncu_run_warnings(request, checks, kernels, most, pre),
-        artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
-        seconds=seconds,
-        cuda_build=pre.cuda_build,
-        preflight=pre,
-        facts=facts,
-        dropped={**pre.dropped, **records.dropped_from(manifest.get("dropped")), **uneven},
-        suspects=outputs.first_per_config(found_suspects),
-    )
-
-
 # --- helpers ----------------------------------------------------------------------------------
+
+
+def _isolated_preflight(
+    request: ProfileRequest,
+    run_dir: Path,
+    warm: PreflightFn | None,
+    cancel: threading.Event | None,
+) -> Callable[[], PreflightResult]:
+    """The pre-flight of a profile job: on the warm worker (``warm``) or in a new process, and
+    where it broke with several variants, each candidate again beside the baseline
+    (``isolate.py``: its crash is its own row)."""
+    poll, where = _poller(cancel, None, None, 0), _default_device()
+
+    def first() -> PreflightResult:
+        if warm is not None:
+            return warm(run_dir, request, where)
+        return preflight_run.run_preflight(run_dir, request, where, poll=poll)
+
+    def attributed() -> PreflightResult:
+        return isolate.attributed(first, run_dir, request, where, poll)
+
+    return attributed
+
+
+def _on_worker(pool: WorkerPool, device: str, cancel: threading.Event | None) -> PreflightFn:
+    """The pre-flight on ``pool``'s warm worker of ``device``."""
+
+    def on_worker(run_dir: Path, request: ProfileRequest, _device: str) -> PreflightResult:
+        return warm_preflight(pool, run_dir, request, device, cancel)
+
+    return on_worker
+
+
+def _say(on_progress: Progress | None) -> Progress:
+    def say(done: int, total: int, message: str) -> None:
+        if on_progress is not None:
+            on_progress(done, total, message)
+
+    return say
 
 
 def _default_device() -> str:

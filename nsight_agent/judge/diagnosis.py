@@ -20,11 +20,11 @@ from typing import Any
 from nsight_agent.diagnose.kernel import KernelDiagnosis, diagnose_action
 from nsight_agent.diagnose.places import kernels_by_time, longest, places
 from nsight_agent.diagnose.step_view import NEVER_SILENT_PCT, StepView, pointed, step_view
-from nsight_agent.engine.collection import plain_collect
 from nsight_agent.judge.reading import ReadReport, read_run_report
 from nsight_agent.judge.run import RunLike
 from nsight_agent.judge.run_warnings import budget_note
 from nsight_agent.numbers import sig
+from nsight_agent.source_kernels import defined_by
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def diagnose_run(run: RunLike, *, timing: RunLike | None = None, **options: Any)
         said += "; what they would add: each kernel's deeper"
     wall_ns = step_wall_ns(timing) if timing is not None else None
     report = read_run_report(run)
-    owners = plain_collect.source_kernels(run.request)
+    owners = defined_by([run.request.source, *(v.source for v in run.request.variants)])
     judged = diagnose_report(report, user_kernels=owners, wall_ns=wall_ns, **options)
     return replace(judged, budget=said)
 

@@ -75,7 +75,7 @@ def expanded(
 def read_run_report(run: RunLike) -> ReadReport:
     """The run's kept report, a launch-sampled call read as every launch it made (a run a
     target served without sampling has no pre-flight launches to read:
-    ``engine/collection/plain_collect.py``)."""
+    ``engine/collection/collect/plain.py``)."""
     path = report_of(run)
     manifest = None
     if not run.facts.collected_plain:

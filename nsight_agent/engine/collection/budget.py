@@ -19,10 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from nsight_agent.engine.collection import work
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.retention import run_folders
-from nsight_agent.request import ProfileRequest
 
 # Replay passes of one kernel with the section alone beside the time metric (H200, ncu
 # 2025.3.1, bench/section_costs.py, 2026-12-04). A section not listed counts as UNLISTED.
@@ -160,29 +158,3 @@ def fit(
         full_s=round(estimate_s(cost, kernels, sections, metrics), 2),
         basis=cost.basis,
     )
-
-
-def plan_request(
-    request: ProfileRequest,
-    kernel_counts: dict[tuple[str, int], int],
-    runs_root: Path | None,
-    skip: Sequence[str] = (),
-) -> tuple[ProfileRequest, BudgetPlan | None]:
-    """The request with the sections that fit its ``budget_s`` (unchanged without one), and
-    the plan. ``kernel_counts``: the pre-flight's kernels per call by (variant, config index);
-    a call it did not count (no GPU there) counts as one kernel. ``skip``: dropped variants."""
-    if request.budget_s is None or not request.sections:
-        return request, None
-    variants = [v.name for v in request.effective_variants() if v.name not in skip]
-    configs = range(len(request.expanded_configs()))
-    kernels = sum(max(kernel_counts.get((v, c), 1), 1) for v in variants for c in configs)
-    keep = max(request.budget_keep, 0 if request.metrics else 1)
-    plan = fit(
-        request.sections,
-        request.budget_s,
-        pass_cost(runs_root),
-        kernels=kernels * request.runs,
-        metrics=len(work.collected_metrics(request)),
-        keep=keep,
-    )
-    return request.model_copy(update={"sections": plan.kept}), plan

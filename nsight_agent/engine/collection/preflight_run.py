@@ -101,7 +101,9 @@ def result_from_files(
         result.harness_failed = True
         result.errors.append(err.message)
     else:
-        early = early_exit(found, request, min(request.runs, 2), 0)
+        variants = [v.name for v in request.effective_variants()]
+        configs = len(request.expanded_configs())
+        early = early_exit(found, variants, configs, min(request.runs, 2), 0)
         if early is not None:
             result.ok, result.stage = False, early.stage
             result.errors.append(early.message)
@@ -120,10 +122,15 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
 
 
 def early_exit(
-    manifest: dict[str, Any] | None, request: ProfileRequest, runs: int, returncode: int
+    manifest: dict[str, Any] | None,
+    variants: Sequence[str],
+    configs: int,
+    runs: int,
+    returncode: int,
 ) -> SourceError | None:
     """Trust no exit status: the harness passed only if its manifest holds every call
-    (config x variant x run). An ``os._exit`` at import or in the entry leaves it short."""
+    (``configs`` x ``variants`` x ``runs``). An ``os._exit`` at import or in the entry leaves
+    it short."""
     said = f"the harness exited with status {returncode} but"
     if manifest is None:
         return SourceError(
@@ -134,8 +141,8 @@ def early_exit(
     if any("not run" in str(n) for n in manifest.get("notes", [])):
         return None  # entries deliberately not run (CUDA compiled only, no GPU)
     gone = set(manifest.get("skipped") or []) | set(manifest.get("dropped") or {})
-    variants = [v.name for v in request.effective_variants() if v.name not in gone]
-    expected = len(request.expanded_configs()) * len(variants) * runs
+    left = [v for v in variants if v not in gone]
+    expected = configs * len(left) * runs
     done = {  # (variant, config, run) triples; a call may cover several annotations
         (name, c.get("config"), c.get("run"))
         for c in manifest.get("calls", [])
@@ -144,8 +151,8 @@ def early_exit(
     got = len(done)
     if got >= expected:
         return None
-    per_config = len(variants) * runs
-    config, variant = got // per_config, variants[(got % per_config) // runs]
+    per_config = len(left) * runs
+    config, variant = got // per_config, left[(got % per_config) // runs]
     return SourceError(
         "entry",
         f"{said} recorded only {got} of {expected} measured calls: the process ended early "

@@ -19,7 +19,7 @@
 
 Under ncu only the NVTX ranges opened around each entry call are profiled: set-up, first
 calls, warm-up and checks run outside them. ``--gate FILE``: started beside the pre-flight,
-wait for its verdict before any user code is imported (``collection/early_ncu.py``).
+wait for its verdict before any user code is imported (``collection/collect/early.py``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ class Args:
     prefix: str
     skip: list[str] = field(default_factory=list)
     gate: str = ""  # started beside the pre-flight: its verdict's file (wait_for_gate)
-    op_ranges: bool = True  # off: no torch operator ranges (collection/plain_collect.py)
+    op_ranges: bool = True  # off: no torch operator ranges (collection/collect/plain.py)
 
 
 def parse_args(argv: list[str]) -> Args:
@@ -50,7 +50,7 @@ def parse_args(argv: list[str]) -> Args:
 
 
 def wait_for_gate(path: str, device: str) -> list[str] | None:
-    """Started beside the pre-flight (collection/early_ncu.py): bring CUDA up, then wait for
+    """Started beside the pre-flight (collection/collect/early.py): bring CUDA up, then wait for
     the pre-flight's verdict: the variants to skip, or None when the run is stopped. Nothing
     of the user's is imported before it, so a candidate's build is the pre-flight's."""
     if device.startswith("cuda"):

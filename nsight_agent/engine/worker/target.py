@@ -9,7 +9,7 @@ nsight_agent.engine.worker.target FOLDER``; ``worker/targets.py`` keeps them rea
 3. It runs the run folder's ``harness.py`` as ``python harness.py ARGS`` would there: the run
    folder as cwd and ``sys.path[0]``, the job's argv, stdout and stderr (fds 1 and 2, so what
    native code prints too) in the run's program output. ncu suspends it at its first CUDA
-   call until ``ncu --mode attach`` connects (``collection/attach.py``), then profiles it to
+   call until ``ncu --mode attach`` connects (``collection/collect/attach.py``), then profiles it to
    the end.
 4. It writes the harness's exit status (``FOLDER/exit.json``) and exits with it.
 

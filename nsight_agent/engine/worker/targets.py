@@ -5,7 +5,7 @@ that start (about 4-5 s on the H200).
     pool = TargetPool("0", size=1)     # owned by the local executor, one per GPU slot
     pool.start()                       # a keeper thread launches the targets
     target = pool.take()               # a ready Target, now the caller's, or None
-    ... collection/attach.profile_prelaunched(target, ...)   # hand it the job, attach, kill it
+    ... collection/collect/attach.profile_prelaunched(target, ...)   # hand it the job, attach, kill it
     pool.close()                       # kill every waiting target
 
 Each target is single use (ncu attaches once per process); after each take the keeper
@@ -39,6 +39,8 @@ from typing import Any
 
 from nsight_agent.engine import pinning, process
 from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.collection.ncu_args import launch_argv
+from nsight_agent.engine.collection.ncu_log import ERROR_LINE
 from nsight_agent.engine.worker import target as target_program
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError
 
@@ -120,7 +122,7 @@ class Target:
         program = [process.python_executable(), "-m", target_program.__name__, str(self.folder)]
         try:
             # No NVTX filter: ncu 2025.3.1 refuses --nvtx-include in launch and attach mode.
-            argv = ncu.launch_argv(ncu.find_ncu(), self.port, self.nvtx, program)
+            argv = launch_argv(ncu.find_ncu(), self.port, self.nvtx, program)
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
                     argv,
@@ -343,7 +345,7 @@ class TargetPool:
             self._waiting.remove(target)
             target.kill()
             self._failures += 1
-            errors = ncu.ERROR_LINE.findall(log)
+            errors = ERROR_LINE.findall(log)
             why = errors[0].strip() if errors else (log.strip().splitlines() or ["no output"])[-1]
             if late:
                 why = f"not ready within {START_TIMEOUT:g} s"

@@ -13,10 +13,10 @@ advertises when it has ncu and counter permission::
     ray start --address HEAD:6379 --resources '{"nsight_agent_ncu": 8}'   # 8 GPUs, all usable
 
 A host runs one job at a time on its warm worker, as the local executor's GPU slot does
-(``ray_hosts`` hands hosts to jobs in arrival order). The job profiles into a scratch runs
-root on the node and returns the run folder (``ray_node``), which lands in the server's runs
-root, so ``load_run`` and every tool read it as a local run. A comparison is one job, so it
-stays on one GPU.
+(``hosts.py`` hands hosts to jobs in arrival order; ``jobs.py`` drives each job through
+them). The job profiles into a scratch runs root on the node and returns the run folder
+(``node.py``), which lands in the server's runs root (``landing.py``), so ``load_run`` and
+every tool read it as a local run. A comparison is one job, so it stays on one GPU.
 
 Failures are specific errors: Ray missing (``RayNotInstalledError``), the cluster unreachable
 (``RayClusterUnreachableError``, checked with a TCP connect first: Ray itself retries for
@@ -33,7 +33,6 @@ token comes from ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_to
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import math
 import threading
@@ -61,11 +60,11 @@ from nsight_agent.engine.executors.ray.cluster import (
     token_refused,
 )
 from nsight_agent.engine.executors.ray.gpu_host import GpuHost
-from nsight_agent.engine.executors.ray.hosts import Host, HostPool, usable_gpus
-from nsight_agent.engine.executors.ray.landing import land, salvage_run
+from nsight_agent.engine.executors.ray.hosts import HostPool, usable_gpus
+from nsight_agent.engine.executors.ray.jobs import CANCEL_GRACE_S, JobDriver
+from nsight_agent.engine.executors.ray.landing import land
 from nsight_agent.engine.pipeline import Progress
 from nsight_agent.engine.store.runs import default_runs_root
-from nsight_agent.errors import RunCancelledError
 
 __all__ = [
     "RESOURCE",
@@ -79,7 +78,6 @@ __all__ = [
     "import_ray",
 ]
 
-CANCEL_GRACE_S = 15.0  # a cancelled job's host that has not stopped by then is killed
 IDLE_RELEASE_S = 600.0  # on a cluster we joined: a host idle that long gives its GPU back
 HOST_CALLS = 8  # concurrent calls into one host: its job, cancels, describe, close
 
@@ -124,6 +122,7 @@ class RayExecutor(Executor):
         self.init_kwargs = dict(init_kwargs or {})
         self._ray: Any = None
         self._hosts: HostPool | None = None
+        self._driver: JobDriver | None = None
         self._board: Any = None
         self._owns_cluster = False
         self._owner_stop = threading.Event()
@@ -173,6 +172,9 @@ class RayExecutor(Executor):
         self._hosts = HostPool(ray, host_class.remote, self.resource, self.idle_release_s)
         if self._owns_cluster:  # ours: warm every GPU now. A shared one: only on demand.
             self._hosts.prestart()
+        self._driver = JobDriver(
+            ray, self._hosts, self._board, self.queue_timeout_s, self.max_retries
+        )
         self._ray = ray
         return ray
 
@@ -216,7 +218,7 @@ class RayExecutor(Executor):
         if self._owns_cluster:
             self._ray.shutdown()
         self._owner_stop.set()  # the owner thread ends only now, after the cluster
-        self._ray = self._hosts = self._board = None
+        self._ray = self._hosts = self._board = self._driver = None
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -254,7 +256,8 @@ class RayExecutor(Executor):
 
     def _drive(self, handle: JobHandle, key: str, on_progress: Progress | None, root: Path) -> None:
         try:
-            out = self._attempts(handle, key, on_progress, root)
+            assert self._driver is not None
+            out = self._driver.run(handle, key, on_progress, root)
             handle.ended = time.time()
             handle.future.set_result(land(out, handle.job, root))
         except BaseException as err:  # handed to the waiting caller
@@ -265,92 +268,6 @@ class RayExecutor(Executor):
                 self._jobs.pop(key, None)
             if self._board is not None:
                 self._board.forget.remote(key)
-
-    def _attempts(
-        self, handle: JobHandle, key: str, on_progress: Progress | None, root: Path
-    ) -> dict[str, Any]:
-        """The job on the next free host; on another one when its host dies, up to
-        ``max_retries`` times."""
-        assert self._hosts is not None
-        job = dataclasses.replace(handle.job, runs_root=None)
-        lost = 0
-        while True:
-            host = self._hosts.acquire(handle.cancel_event, self.queue_timeout_s)
-            handle.attempts = lost + 1
-            ref = host.actor.run.remote(job, key, self._board)
-            try:
-                out = self._wait(handle, key, ref, host, on_progress)
-            except _HostLost as err:
-                self._hosts.release(host, dead=True)
-                lost += 1
-                if lost > self.max_retries:
-                    raise NodeLostError(
-                        f"The host or node running the job died {lost} time(s); it was retried "
-                        f"{self.max_retries} time(s) and lost again: {err}.",
-                        "The run's files stayed on the lost node. A crash in native code that "
-                        "kills its parent, the OOM killer or a node going down cause this; "
-                        "device_info shows the nodes still alive.",
-                    ) from err.__cause__
-                continue
-            except _HostKilled as err:
-                self._hosts.release(host, dead=True)
-                handle.ended = time.time()
-                raise salvage_run(
-                    self._ray, handle.where, handle.ended, root, err.cancelled
-                ) from None
-            except BaseException:
-                self._hosts.release(host)
-                raise
-            self._hosts.release(host)
-            return out
-
-    def _wait(
-        self,
-        handle: JobHandle,
-        key: str,
-        ref: Any,
-        host: Host,
-        on_progress: Progress | None,
-    ) -> dict[str, Any]:
-        """The host's answer, showing progress; a cancel is passed on to the host, which is
-        killed if the job has not stopped ``CANCEL_GRACE_S`` later."""
-        ray = self._ray
-        shown: list[Any] = []
-        state: dict[str, Any] | None = None
-        cancelled_at: float | None = None
-        while True:
-            ready, _ = ray.wait([ref], timeout=0.25)
-            state = self._state(key) or state
-            if state is not None:
-                _note_start(handle, state)
-                if on_progress is not None and state.get("progress") not in ([], shown):
-                    shown = list(state["progress"])
-                    on_progress(int(shown[0]), int(shown[1]), str(shown[2]))
-            if ready:
-                break
-            if handle.cancel_event.is_set() and cancelled_at is None:
-                cancelled_at = time.monotonic()
-                host.actor.cancel.remote(key)
-            if cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE_S:
-                assert self._hosts is not None
-                self._hosts.kill(host)
-                raise _HostKilled(
-                    RunCancelledError("The job was cancelled; its GPU host (and ncu) was killed.")
-                )
-        try:
-            out: dict[str, Any] = ray.get(ref)
-            return out
-        except ray.exceptions.RayActorError as err:
-            raise _HostLost(type(err).__name__) from err
-        except ray.exceptions.RayError as err:
-            raise RemoteJobError(f"The job failed in Ray: {err}") from err
-
-    def _state(self, key: str) -> dict[str, Any] | None:
-        try:
-            state: dict[str, Any] | None = self._ray.get(self._board.state.remote(key), timeout=5)
-        except Exception:  # the board is only a convenience
-            return None
-        return state
 
     # --- the pool -----------------------------------------------------------------------------
 
@@ -395,26 +312,3 @@ class RayExecutor(Executor):
             "gpus_free": float(free.get("GPU", 0.0)),  # not held by a host or other work
             **self._hosts.info(),
         }
-
-
-# --- helpers ----------------------------------------------------------------------------------
-
-
-class _HostLost(Exception):
-    """The job's host actor died (its process, or its node)."""
-
-
-class _HostKilled(Exception):
-    """We killed the job's host: it did not stop within the grace after a cancel."""
-
-    def __init__(self, cancelled: RunCancelledError) -> None:
-        super().__init__(str(cancelled))
-        self.cancelled = cancelled
-
-
-def _note_start(handle: JobHandle, state: dict[str, Any]) -> None:
-    info = state.get("info") or {}
-    if info:
-        handle.device = f"{info.get('node')}:gpu{info.get('gpu')}"
-        handle.started = float(info.get("started", time.time()))
-        handle.where = dict(info)

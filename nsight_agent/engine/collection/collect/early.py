@@ -1,4 +1,5 @@
-"""The collect stage started beside the pre-flight (``NSIGHT_AGENT_EARLY_NCU=0``: after it).
+"""Early: a cold launch started beside the pre-flight (``NSIGHT_AGENT_EARLY_NCU=0``: after it,
+as ``cold.py`` launches).
 
 The harness under ncu starts with the pre-flight, imports torch, brings CUDA up and waits for
 a gate file (``program_io.wait_for_gate``); the pipeline writes the pre-flight's verdict there
@@ -13,27 +14,32 @@ instead of 8.6 s; verdicts and values the same in every pair.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsight_agent.engine.collection import ncu_run, plain_collect
 from nsight_agent.engine.collection.call_markers import KernelCounts
-from nsight_agent.engine.collection.ncu_run import Collected, TargetSource
-from nsight_agent.engine.collection.preflight_run import raise_if_broken
+from nsight_agent.engine.collection.collect import profiled
+from nsight_agent.engine.collection.collect.strategy import (
+    Collected,
+    CollectJob,
+    RunPlace,
+    Strategy,
+    counted,
+    dropped,
+)
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.errors import CollectionTimeoutError
-from nsight_agent.request import ProfileRequest
 
 ENV = "NSIGHT_AGENT_EARLY_NCU"
 GATE = "gate.json"
 STOP_WAIT_S = 30.0  # a stopped harness exits at once; ncu's own exit after it takes seconds
 
 
-def enabled() -> bool:
-    return os.environ.get(ENV) != "0"
+def enabled(env: Mapping[str, str]) -> bool:
+    return env.get(ENV) != "0"
 
 
 def open_gate(gate: Path, verdict: dict[str, object]) -> None:
@@ -41,6 +47,33 @@ def open_gate(gate: Path, verdict: dict[str, object]) -> None:
     partial = gate.with_suffix(".part")
     partial.write_text(json.dumps(verdict))
     partial.replace(gate)
+
+
+@dataclass
+class Early(Strategy):
+    """A cold launch from the moment the pre-flight starts; ``why``: no target served it."""
+
+    job: CollectJob
+    why: str
+    _started: EarlyCollect | None = field(default=None, init=False, repr=False)
+
+    def preflight(self, run: RunPlace, preflight: Callable[[], PreflightResult]) -> PreflightResult:
+        """The harness under ncu started, then the pre-flight; any failure stops the harness
+        unmeasured."""
+        self._started = EarlyCollect(
+            run.run_dir,
+            lambda gate: profiled.cold(self.job, run, self.why, gate=gate),
+            self.job.runs,
+        )
+        try:
+            return super().preflight(run, preflight)
+        except BaseException:
+            self._started.stop()
+            raise
+
+    def collect(self, run: RunPlace, pre: PreflightResult) -> Collected:
+        assert self._started is not None, "collect follows preflight"
+        return self._started.go(dropped(pre), counted(pre))
 
 
 class EarlyCollect:
@@ -67,7 +100,7 @@ class EarlyCollect:
         open_gate(self.gate, {"skip": skip})
         self._thread.join()
         if isinstance(self._error, CollectionTimeoutError):
-            err = ncu_run.with_estimate(
+            err = profiled.with_estimate(
                 self._error, expected, self.runs, skip, time.monotonic() - opened
             )
             err.reword(
@@ -86,48 +119,3 @@ class EarlyCollect:
         what its collect stage raises for that is not the run's error."""
         open_gate(self.gate, {"stop": True})
         self._thread.join(STOP_WAIT_S)
-
-
-def start(
-    request: ProfileRequest,
-    run_dir: Path,
-    run_id: str,
-    poll: Callable[[], None],
-    targets: TargetSource | None,
-) -> EarlyCollect | None:
-    """The collect stage started now, when asked for and no pre-launched target will serve the
-    job (a ready target is already started; None: the staged order, collect after the
-    pre-flight). A job a target cannot serve (sections with torch operator ranges, launch
-    sampling), or a slot whose target is still starting, starts early as a plain cold run. A
-    job with a budget does not: its sections wait for the pre-flight's kernel counts."""
-    if not enabled() or request.budget_s is not None:
-        return None
-    if ncu_run.target_will_serve(request, targets):
-        return None
-    if plain_collect.might_serve(request, targets):
-        return None  # the pre-flight says whether a target serves it (plain_collect.py)
-    why = "no pre-launched targets here"
-    if targets is not None:
-        why = ncu_run.cold_reason(request) or targets.why_none()
-    return EarlyCollect(
-        run_dir,
-        lambda gate: ncu_run.collect_harness(
-            request, run_dir, run_id, poll, gate=gate, cold_why=why
-        ),
-        request.runs,
-    )
-
-
-def preflight_beside(
-    early: EarlyCollect | None, run_preflight: Callable[[], PreflightResult]
-) -> PreflightResult:
-    """``run_preflight()`` while ``early`` (if any) waits, and its verdict: a broken source
-    raises here (``raise_if_broken``); any failure stops ``early``."""
-    try:
-        pre = run_preflight()
-        raise_if_broken(pre)
-        return pre
-    except BaseException:
-        if early is not None:
-            early.stop()
-        raise

@@ -1,6 +1,7 @@
-"""The collect stage through a pre-launched target: hand it the job, attach ncu, check the
-outcome as a cold run's. The target waits under ``ncu --mode launch`` (``worker/targets.py``);
-the run leaves the same report, log, program output and errors as a cold one.
+"""The attach: hand a pre-launched target its job, attach ncu, check the outcome as a cold
+run's (``attached.py`` is the way of collecting that takes a target, and falls back cold).
+The target waits under ``ncu --mode launch`` (``worker/targets.py``); the run leaves the same
+report, log, program output and errors as a cold one.
 
 ncu 2025.3.1 (measured on the H200): an attach finds a target only once the target is
 suspended at its first CUDA call; before that it fails in about 0.6 s ("No attachable process
@@ -11,7 +12,7 @@ a profiler range, which the attach keeps to (``--profile-from-start off``: no se
 or warm-up kernel is profiled, so jobs with sections are served too), and the report is read
 by the markers, checked against the pre-flight's kernel counts. A failure of the attach itself, not of
 the program, the metric names or the counters, or a report the markers cannot tie to the
-calls, raises ``AttachFailed``: the caller launches cold and records why. The target is
+calls, raises ``AttachFailed``: the job then launches cold and its answer says why. The target is
 single use and killed (its process group) however the run ends.
 """
 
@@ -24,16 +25,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from nsight_agent.annotation import NCU_NVTX_INCLUDE
 from nsight_agent.engine import process
 from nsight_agent.engine.collection import call_markers, extract, gpu_lock, ncu
+from nsight_agent.engine.collection.ncu_args import attach_argv
+from nsight_agent.engine.collection.ncu_log import ERROR_LINE, NcuRun, timeout_error
 from nsight_agent.engine.harness.call_markers import ENV as MARKERS_ENV
 from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.errors import NcuError
 
 NOT_FOUND = re.compile(r"No attachable process|No processes found")
 RETRY_S = 0.1  # between attaches that found no target yet (each costs ncu's start, ~0.6 s)
-PRELAUNCHED = "pre-launched"
 
 
 class Prelaunched(Protocol):
@@ -83,25 +84,6 @@ class AttachFailed(Exception):
         self.lasting = lasting
 
 
-def cold_reason(options: ncu.NcuOptions, torch_ranges: bool = False) -> str | None:
-    """Why these options need a cold launch, or None when a pre-launched target serves them;
-    ``torch_ranges``: the job groups kernels by torch operator ranges (NVTX)."""
-    if torch_ranges:
-        return "torch operator ranges (NVTX, which an attached report does not record)"
-    if options.replay_mode != "kernel":
-        # ncu refuses application replay in attach mode; range replay there is unmeasured.
-        return f"replay_mode={options.replay_mode} (targets serve kernel replay only)"
-    if tuple(options.nvtx_include) != (NCU_NVTX_INCLUDE,):
-        return "an NVTX filter other than the harness's"
-    if options.extra_args:
-        return "extra ncu arguments"
-    if options.sample_launches:
-        # per-launch-config counts the launches the filter lets through: without the NVTX
-        # filter, the set-up's and the warm-up's launches would take each configuration's one
-        return "launch sampling (needs the NVTX filter, which attach mode lacks)"
-    return None
-
-
 def profile_prelaunched(
     target: Prelaunched,
     inv: ncu.Invocation,
@@ -109,18 +91,18 @@ def profile_prelaunched(
     argv: Sequence[str],
     run_dir: Path,
     expected: call_markers.KernelCounts | None = None,
-) -> ncu.NcuRun:
+) -> NcuRun:
     """``ncu.profile_cold``'s run and checks, through ``target`` running ``argv`` in
     ``run_dir`` with call markers on: the same report, log, program output and errors.
     Raises ``AttachFailed`` when the attach itself failed or its report cannot be tied to the
     harness's calls (``expected``: the pre-flight's kernels per call, by variant and config)."""
-    attach_argv = ncu.attach_argv(ncu.find_ncu(), inv.options, target.port, inv.report_base)
+    command = attach_argv(ncu.find_ncu(), inv.options, target.port, inv.report_base)
     keys = gpu_lock.gpu_keys(process.child_env().get("CUDA_VISIBLE_DEVICES"))
     try:
         with gpu_lock.held(keys, tag=inv.tag or "attach", timeout=inv.timeout, poll=inv.poll):
             start = time.monotonic()
             target.hand(run_dir, argv, inv.files.program_output, {MARKERS_ENV: "1"})
-            attached = _attach(attach_argv, target, inv, start)
+            attached = _attach(command, target, inv, start)
             if attached.returncode == 0:  # else the target may never end: it is killed below
                 _wait_for_end(target, inv, start)
             status = target.exit_status()
@@ -128,12 +110,12 @@ def profile_prelaunched(
         target.kill()  # single use; also on a timeout, a cancel, an error
     process.cap_output(inv.files.program_output)
     log = _read(inv.files.ncu_log)
-    if attached.returncode != 0 and not ncu.ERROR_LINE.search(log):
+    if attached.returncode != 0 and not ERROR_LINE.search(log):
         raise AttachFailed(f"ncu --mode attach exited with status {attached.returncode}")
     # The attach's own status when it failed; else the harness's, as a cold ncu returns it.
     returncode = attached.returncode or (status if status is not None else 0)
     seconds = time.monotonic() - start
-    result = ncu.NcuRun(attach_argv, returncode, inv.files, seconds)
+    result = NcuRun(command, returncode, inv.files, seconds)
     try:
         inv.check(result)
     except NcuError as err:  # ncu's own failure: the program, names and counters were fine
@@ -171,13 +153,13 @@ def _attach(
     while True:
         left = inv.timeout - (time.monotonic() - start)
         if left <= 0:
-            raise ncu.timeout_error(inv.timeout, inv.files)
+            raise timeout_error(inv.timeout, inv.files)
         try:
             done = process.run_to_file(
                 argv, output_path=inv.files.ncu_log, timeout=left, poll=inv.poll, tag=inv.tag
             )
         except process.RunTimeout:
-            raise ncu.timeout_error(inv.timeout, inv.files) from None
+            raise timeout_error(inv.timeout, inv.files) from None
         if done.returncode == 0 or not NOT_FOUND.search(_read(inv.files.ncu_log)):
             return done
         if target.ended():
@@ -191,7 +173,7 @@ def _wait_for_end(target: Prelaunched, inv: ncu.Invocation, start: float) -> Non
     """The attach ends with the target; wait for its launcher to exit too."""
     while not target.ended():
         if time.monotonic() - start > inv.timeout:
-            raise ncu.timeout_error(inv.timeout, inv.files)
+            raise timeout_error(inv.timeout, inv.files)
         if inv.poll is not None:
             inv.poll()
         time.sleep(0.02)
