@@ -15,8 +15,9 @@ from nsight_agent.errors import Problem, RequestRejected
 from nsight_agent.server.options import Options, options_of, unused
 from nsight_agent.service import profile
 from nsight_agent.service.measure import Measuring, WorkerPool
+from nsight_agent.service.summaries import compare_summary
 from nsight_agent.service.validate import validate
-from nsight_agent.views.compare import CHECK_CHARS, compare_summary
+from nsight_agent.wording import MESSAGE_CHARS, whole
 from tests.conformance_cases import OWN_BROKEN, PROBLEM, TORCH
 
 FIELDS = {"source": TORCH, "language": "torch", "configs": [{"n": 8}]}
@@ -212,12 +213,10 @@ def test_a_rejection_of_candidates_alone_is_kernelbenchs_compiled_false() -> Non
 
 
 def test_a_long_message_is_kept_whole_or_cut_at_a_word_with_a_marker() -> None:
-    from nsight_agent.views import compare
-
     said = "a machine with an NVIDIA GPU is needed to build it. " * 6
-    assert compare._whole(said) == said  # under the limit: whole, never cut mid-word
-    long = "word " * (CHECK_CHARS // 4)
-    cut = compare._whole(long)
+    assert whole(said) == said  # under the limit: whole, never cut mid-word
+    long = "word " * (MESSAGE_CHARS // 4)
+    cut = whole(long)
     assert cut.endswith("[cut; the run's result.json holds the whole message]")
     assert cut.split(" [cut")[0].rstrip(".").endswith("word")
 

@@ -93,7 +93,7 @@ class SampledLaunch:
     """One launch of the step, read from the profiled launch of its configuration: every
     metric the profiled one has, the per-launch totals (``SCALED``) times ``scale``;
     ``own_op``: the torch operator it ran in, where that is not the profiled launch's (the
-    step view groups it there: views/step.places)."""
+    step view groups it there: diagnose/places.places)."""
 
     def __init__(self, action: Any, scale: float, own_op: str | None = None) -> None:
         self.action, self.scale, self.own_op = action, scale, own_op

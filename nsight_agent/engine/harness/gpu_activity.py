@@ -109,7 +109,7 @@ _TORCH_OP = re.compile(r"^(aten::|autograd::|\w+Backward\d*\b)")
 
 def _op_label(event: Any) -> str:
     """A torch operator as torch's NVTX ranges name it (``emit_nvtx(record_shapes=True)``:
-    "aten::add, seq = 1, op_id = 2, sizes = [[4], [4]]", read by views/step.clean_op)."""
+    "aten::add, seq = 1, op_id = 2, sizes = [[4], [4]]", read by diagnose/places.clean_op)."""
     shapes = getattr(event, "shapes", None)
     try:
         sizes = shapes() if callable(shapes) else None

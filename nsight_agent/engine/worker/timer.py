@@ -183,7 +183,7 @@ def peak_dram_bytes_per_s() -> float | None:
         return None
 
 
-# The CPU speed probe (views/gate.py): a fixed torch workload on the intra-op thread pool, as the
+# The CPU speed probe (judge/gate.py): a fixed torch workload on the intra-op thread pool, as the
 # timed ops run, repeated for a span longer than a scheduler's time slice so that another
 # process's load is sampled, not missed. Measured on the 2-core CPU machine (2026-12-04): ~150 us
 # a call quiet (5 probes within 10 %), 300-940 us beside one busy process, 8000 us beside two.
