@@ -7,6 +7,8 @@ repository root with the project importable (an install, or PYTHONPATH=.).
 
 - ``gpu-tests``: the ``gpu``-marked tests, then the ``gpu_fault`` ones alone (they fault or hang
   the GPU on purpose; beside other ncu runs they broke them), each test's outcome and seconds.
+- ``conformance``: the conformance matrix's requests under ncu, each against the timing path's
+  answer, and wrong outputs judged on both methods (the ``gpu`` rows of those two test files).
 - ``examples``: every ``examples/NN_*.py`` in a scratch folder of its own, and the MCP demo.
 - ``adversarial``: the variants written to game ``compare_variants`` (``bench/adversarial.py``),
   both methods, each verdict against the verdicts it is allowed.
@@ -94,25 +96,46 @@ def _junit(path: Path) -> list[dict[str, Any]]:
     return cases
 
 
+# The matrix's ncu rows and the output judgement run a full ncu profile and a timing run per
+# case: a suite of their own, so that each suite fits one command of a lent machine.
+JUDGEMENT_TESTS = ("tests/test_conformance.py", "tests/test_output_judgement.py")
+
+
+def _pytest(
+    scratch: Path, name: str, marker: str, paths: list[str], limit: float
+) -> dict[str, Any]:
+    """One pytest step: its exit, seconds and each test case's outcome (JUnit XML)."""
+    xml = scratch / f"{name}.xml"
+    workers = ["-n", "4"] if marker != "gpu_fault" else []
+    argv = [PY, "-m", "pytest", "-m", marker, *workers, "-q", "-rfEX", "--tb=short"]
+    step = _run([*argv, f"--junitxml={xml}", *paths], limit)
+    step.pop("stdout")
+    return {**step, "tests": _junit(xml)}
+
+
+def _counted(steps: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    cases = [c for step in steps.values() for c in step["tests"]]
+    counts = {k: sum(c["outcome"] == k for c in cases) for k in ("passed", "failed", "error")}
+    return {"steps": steps, "counts": counts}
+
+
 def gpu_tests(scratch: Path) -> dict[str, Any]:
     """The gpu-marked tests, then the gpu_fault ones alone: each test's outcome and seconds."""
-    steps, cases = {}, []
-    for name, marker, extra, limit in (
-        ("gpu", "gpu and not gpu_fault", ["-n", "4"], 420),
-        ("gpu_fault", "gpu_fault", [], 200),
-    ):
-        xml = scratch / f"{name}.xml"
-        argv = [PY, "-m", "pytest", "-m", marker, *extra, "-q", "-rfEX", "--tb=short"]
-        steps[name] = _run([*argv, f"--junitxml={xml}", "tests/"], limit)
-        steps[name].pop("stdout")
-        cases += _junit(xml)
-    counts = {k: sum(c["outcome"] == k for c in cases) for k in ("passed", "failed", "error")}
-    return {
-        "inputs": {"markers": ["gpu", "gpu_fault"]},
-        "steps": steps,
-        "counts": counts,
-        "tests": cases,
+    ignore = [f"--ignore={t}" for t in JUDGEMENT_TESTS]
+    steps = {
+        "gpu": _pytest(scratch, "gpu", "gpu and not gpu_fault", [*ignore, "tests/"], 400),
+        "gpu_fault": _pytest(scratch, "gpu_fault", "gpu_fault", ["tests/"], 150),
     }
+    return {
+        "inputs": {"markers": ["gpu", "gpu_fault"], "ignored": list(JUDGEMENT_TESTS)},
+        **_counted(steps),
+    }
+
+
+def conformance(scratch: Path) -> dict[str, Any]:
+    """The matrix's rows under ncu against the timing path, and wrong outputs on both methods."""
+    steps = {"conformance": _pytest(scratch, "conformance", "gpu", list(JUDGEMENT_TESTS), 300)}
+    return {"inputs": {"tests": list(JUDGEMENT_TESTS)}, **_counted(steps)}
 
 
 def examples(scratch: Path) -> dict[str, Any]:
@@ -137,7 +160,7 @@ def examples(scratch: Path) -> dict[str, Any]:
 def adversarial(scratch: Path) -> dict[str, Any]:
     """Variants written to game compare_variants, both methods, against allowed verdicts."""
     out = scratch / "adversarial.json"
-    phases = "suite,rows,honest"
+    phases = "suite,rows"
     done = _run([PY, "-m", "bench.adversarial", "--phases", phases, "--json", str(out)], 480)
     done.pop("stdout")
     found = json.loads(out.read_text()) if out.is_file() else {}
@@ -198,6 +221,7 @@ def kernelbench(scratch: Path) -> dict[str, Any]:
 
 SUITES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "gpu-tests": gpu_tests,
+    "conformance": conformance,
     "examples": examples,
     "adversarial": adversarial,
     "kernelbench": kernelbench,
