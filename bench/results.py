@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import platform
 import re
 import shutil
@@ -32,7 +33,10 @@ def _quiet(argv: list[str]) -> str | None:
 
 
 def commit() -> str:
-    """The checkout's short commit, marked when tracked files differ from it."""
+    """The checkout's short commit, marked when tracked files differ from it; ``BENCH_COMMIT``
+    names it where the tree was copied without its git folder."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
     head = _quiet(["git", "-C", str(ROOT), "rev-parse", "--short=7", "HEAD"]) or "unknown"
     dirty = subprocess.run(
         ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
