@@ -77,13 +77,21 @@ def slug(text: str | None) -> str:
     return re.sub(r"[^a-z0-9]+", "-", short.lower()).strip("-") or "gpu"
 
 
+def portable(text: str) -> str:
+    """A command's output without the paths of the machine that ran it: the checkout as
+    ``<repo>``, home and scratch folders as ``<home>`` and ``<tmp>``."""
+    text = text.replace(str(ROOT), "<repo>").replace(str(Path.home()), "<home>")
+    return re.sub(r"/tmp/[^\s\"'\\]+", "<tmp>", text)
+
+
 def write(suite: str, payload: dict[str, Any], root: Path = RESULTS) -> Path:
     """``payload`` (inputs and figures) with the environment, as the suite's newest file."""
     env = environment()
     day = env["date"][:10]
     path = root / suite / f"{day}-{slug(env['gpu'])}-{env['commit'].replace('+', '-')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"suite": suite, "environment": env, **payload}, indent=1) + "\n")
+    text = json.dumps({"suite": suite, "environment": env, **payload}, indent=1)
+    path.write_text(portable(text) + "\n")
     return path
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -103,10 +104,17 @@ def _pytest(
     """One pytest step: its exit, seconds and each test case's outcome (JUnit XML)."""
     xml = scratch / f"{name}.xml"
     workers = ["-n", "6"] if marker != "gpu_fault" else []  # ncu runs queue on the GPU's lock
-    argv = [PY, "-m", "pytest", "-m", marker, *workers, "-q", "-rfEX", "--tb=short"]
+    argv = [PY, "-m", "pytest", "-m", marker, *workers, "-v", "-rfEX", "--tb=short"]
     step = _run([*argv, f"--junitxml={xml}", *paths], limit)
-    step.pop("stdout")
-    return {**step, "tests": _junit(xml)}
+    # Cut by its limit, pytest writes no XML: each test's line in its output still says.
+    tests = _junit(xml) or _outcomes(step.pop("stdout"))
+    return {**step, "tests": tests}
+
+
+def _outcomes(text: str) -> list[dict[str, Any]]:
+    """Each test's outcome as pytest -v printed it (no seconds)."""
+    found = re.findall(r"\b(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (tests/\S+)", text)
+    return [{"test": test, "outcome": outcome.lower(), "seconds": None} for outcome, test in found]
 
 
 def _counted(steps: dict[str, dict[str, Any]]) -> dict[str, Any]:
