@@ -59,18 +59,22 @@ def test_every_language_of_a_request_has_its_adapter() -> None:
         adapter_for("fortran")
 
 
-def test_torch_entries_are_the_sources_own_functions(
-    tmp_path: Path, loaded_sources: list[Spec]
-) -> None:
-    source = (EXAMPLES / "torch_softmax.py").read_text()
+def softmax_pair(tmp_path: Path) -> tuple[Path, Spec]:
+    """The contract example's softmax, rendered with its two entries as two variants."""
     variants = [{"name": "ref", "entry": "run"}, {"name": "mine", "entry": "manual_softmax"}]
-    run_dir, spec = rendered(
+    return rendered(
         tmp_path,
-        source=source,
+        source=(EXAMPLES / "torch_softmax.py").read_text(),
         language="torch",
         configs=[{"rows": 4, "cols": 8}],
         variants=variants,
     )
+
+
+def test_torch_entries_are_the_sources_own_functions(
+    tmp_path: Path, loaded_sources: list[Spec]
+) -> None:
+    run_dir, spec = softmax_pair(tmp_path)
     loaded_sources.append(spec)
     loaded = sources.load(spec, run_dir, "cpu")
     module = sys.modules["user_source"]
@@ -274,15 +278,7 @@ class Recording(TorchAdapter):
 def test_the_harness_and_the_timing_worker_take_their_entries_from_the_same_adapter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loaded_sources: list[Spec]
 ) -> None:
-    source = (EXAMPLES / "torch_softmax.py").read_text()
-    variants = [{"name": "ref", "entry": "run"}, {"name": "mine", "entry": "manual_softmax"}]
-    run_dir, spec = rendered(
-        tmp_path,
-        source=source,
-        language="torch",
-        configs=[{"rows": 4, "cols": 8}],
-        variants=variants,
-    )
+    run_dir, spec = softmax_pair(tmp_path)
     spec["language"] = "recording"
     (run_dir / "harness.py").write_text(render.render(spec))
     loaded_sources.append(spec)
