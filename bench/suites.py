@@ -94,7 +94,7 @@ def _junit(path: Path) -> list[dict[str, Any]]:
 
 
 # The matrix's ncu rows and the output judgement run a full ncu profile and a timing run per
-# case: a suite of their own, so that each suite fits one command of a lent machine.
+# case: a suite of their own, so that each suite fits within one 600 s command.
 JUDGEMENT_TESTS = ("tests/test_conformance.py", "tests/test_output_judgement.py")
 
 

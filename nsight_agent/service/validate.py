@@ -93,7 +93,8 @@ class Validated:
             return run
         run.dropped = {**run.dropped, **self.dropped}
         runs.save_result(run)
-        _record_failed(run)
+        entries = {n: d.status_entry() for n, d in self.dropped.items()}
+        run_status.add_failed_alone(run.run_dir, entries)
         return run
 
 
@@ -215,20 +216,3 @@ def _dropped(found: list[Problem], files: Mapping[str, str]) -> dict[str, Droppe
             file=files.get(p.variant),
         )
     return out
-
-
-# What ``write_status`` writes itself (the writer, the times) rather than take as given.
-_WRITTEN = frozenset({"run_id", "status", "pid", "pid_started", "host", "started", "updated"})
-
-
-def _record_failed(run: runs.RunResult) -> None:
-    """The run's status names every variant that failed alone, those dropped here too."""
-    status = run_status.read_status(run.run_dir)
-    if status is None:
-        return
-    failed = {**status.get("variants_failed", {})}
-    failed |= {n: d.status_entry() for n, d in run.dropped.items() if n not in failed}
-    said = "; ".join(f"{n} {d.get('verdict')} at {d.get('stage')}" for n, d in failed.items())
-    kept = {k: v for k, v in status.items() if k not in _WRITTEN}
-    kept |= {"variants_failed": failed, "message": f"variants failed alone: {said}"}
-    run_status.write_status(run.run_dir, run.run_id, str(status.get("status")), **kept)

@@ -119,6 +119,25 @@ def tag_run(err: BaseException, run_id: str) -> BaseException:
     return err
 
 
+def failed_alone(variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A passed run's variants that failed alone (name -> verdict, stage, message), said in
+    its message too: a reader of "passed" alone is not misled."""
+    said = "; ".join(f"{n} {d.get('verdict')} at {d.get('stage')}" for n, d in variants.items())
+    return {"variants_failed": variants, "message": f"variants failed alone: {said}"}
+
+
+def add_failed_alone(run_dir: Path, variants: dict[str, dict[str, Any]]) -> None:
+    """A finished run's record with more variants that failed alone (those not yet named);
+    everything else it says stays as written."""
+    status = read_status(run_dir)
+    if status is None:
+        return
+    failed = {**status.get("variants_failed", {})}
+    failed |= {n: d for n, d in variants.items() if n not in failed}
+    status |= failed_alone(failed)
+    write_atomic(run_dir / STATUS_FILE, json.dumps(status, indent=1, default=str))
+
+
 class RunRecord:
     """The status of one run while it is made: ``stage`` as it goes, then its end (passed,
     failed, ...); once an end is written (or the server marked the run interrupted) nothing
@@ -150,13 +169,7 @@ class RunRecord:
     def passed(self, variants: dict[str, dict[str, Any]] | None = None) -> None:
         """The run passed; ``variants``: those that failed alone (name -> verdict, stage,
         message), recorded as such rather than hidden behind "passed"."""
-        extra: dict[str, Any] = {}
-        if variants:  # said in the message too: a reader of "passed" alone is not misled
-            failed = "; ".join(
-                f"{n} {d.get('verdict')} at {d.get('stage')}" for n, d in variants.items()
-            )
-            extra = {"variants_failed": variants, "message": f"variants failed alone: {failed}"}
-        self._write("passed", stage=self.current, **extra)
+        self._write("passed", stage=self.current, **(failed_alone(variants) if variants else {}))
 
     def interrupted(self, who: str) -> None:
         """Ended by the server's own end (``who``): never blamed on the run's source."""
