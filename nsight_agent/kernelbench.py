@@ -56,8 +56,11 @@ def is_kernelbench(source: str) -> bool:
     ``setup`` (a source with ``setup`` follows our kernel contract). A source that does not
     parse is not one (the usual path then reports its syntax error)."""
     tree = _tree(source)
-    if tree is None:
-        return False
+    return tree is not None and is_problem(tree)
+
+
+def is_problem(tree: ast.Module) -> bool:
+    """``is_kernelbench`` of a source already parsed."""
     classes = _defined(tree, ast.ClassDef)
     functions = _defined(tree, ast.FunctionDef) | _defined(tree, ast.AsyncFunctionDef)
     return PROBLEM_CLASS in classes and "get_inputs" in functions and "setup" not in functions

@@ -133,7 +133,7 @@ def detect_language(source: str, cuda_source: str | None = None) -> str | None:
     tree = read(source)
     if isinstance(tree, Unparsable):
         return "cuda" if cuda_source else None
-    if kernelbench.is_kernelbench(source):
+    if kernelbench.is_problem(tree):
         return "kernelbench"
     if cuda_source or defines_cuda_source(tree):
         return "cuda"

@@ -171,7 +171,8 @@ def _check_main(
     """What the shared source must bind: KernelBench's problem, or the contract's setup (and
     for CUDA, its C++ source)."""
     if language == "kernelbench":
-        for name, what in (("Model", "class 'Model'"), ("get_inputs", "function 'get_inputs'")):
+        model = kernelbench.PROBLEM_CLASS
+        for name, what in ((model, f"class {model!r}"), ("get_inputs", "function 'get_inputs'")):
             what = f"{what} (a KernelBench problem defines it)"
             checks.require(tree, name, what, code="kernelbench_shape", hint=KERNELBENCH_HINT)
         return
