@@ -322,6 +322,10 @@ class ProfileRequest(BaseModel):
         """The configurations, a grid expanded (key order kept, last key varying fastest)."""
         return expand_configs(self.configs)
 
+    def sources(self) -> list[str]:
+        """The texts of the request's modules: the shared source, then each variant's own."""
+        return [self.source, *(v.source for v in self.variants if v.source is not None)]
+
     def effective_variants(self) -> list[Variant]:
         """The variants measured: the given ones, or one named after ``entry``."""
         return list(self.variants) or [Variant(name=self.entry, entry=self.entry, source=None)]

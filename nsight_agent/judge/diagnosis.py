@@ -74,7 +74,7 @@ def diagnose_run(run: RunLike, *, timing: RunLike | None = None, **options: Any)
         said += "; what they would add: each kernel's deeper"
     wall_ns = step_wall_ns(timing) if timing is not None else None
     report = read_run_report(run)
-    owners = defined_by([run.request.source, *(v.source for v in run.request.variants)])
+    owners = defined_by(run.request.sources())
     judged = diagnose_report(report, user_kernels=owners, wall_ns=wall_ns, **options)
     return replace(judged, budget=said)
 

@@ -67,8 +67,9 @@ def load(spec: Spec, folder: Path, device: str, skip: Collection[str] = ()) -> L
     dropped = runtime.Dropped(spec["baseline"])
     main = spec["setup_module"]
     builds = Builds(spec["cuda"]["cache_dir"])
-    files = [(main, folder / f"{main}.py"), *((v["module"], folder / v["file"]) for v in variants)]
-    builds.prebuild([(module, path) for module, path in files])  # every source at once
+    files: list[tuple[str, str | Path]] = [(main, folder / f"{main}.py")]
+    files += [(v["module"], folder / v["file"]) for v in variants]
+    builds.prebuild(files)  # every source at once
     modules = {main: runtime.load_user_module(main, str(folder / f"{main}.py"), builds)}
     broken: dict[str, dict[str, Any]] = {}  # module -> the error of its first variant
     for v in variants:

@@ -64,7 +64,7 @@ def _way(
     if in_time and cold_reason(job.as_plain().options) is None:
         # Only what a plain job leaves out keeps a target from it: where the sources define
         # kernels of their own, the pre-flight may show them alone (plain.py decides then).
-        own = frozenset(defined_by([request.source, *(v.source for v in request.variants)]))
+        own = frozenset(defined_by(request.sources()))
         if own:
             return PlainServed(job, targets, own, why)
     return _cold(job, why, staged)
