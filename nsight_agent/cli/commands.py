@@ -148,18 +148,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from nsight_agent.service import summaries
     from nsight_agent.views import text
 
-    s = summaries.report_summary(
-        args.file,
-        offset=args.offset,
-        limit=args.limit,
-        findings=args.findings,
-        metrics=_metrics(args.metrics),
-    )
+    options: dict[str, Any] = {"offset": args.offset, "limit": args.limit}
+    options |= {"findings": args.findings, "metrics": _metrics(args.metrics)}
     if args.json:
-        print(dump_json(s))
+        print(dump_json(summaries.report_summary(args.file, **options)))
         return 0
+    s, step_view = summaries.report_and_step(args.file, **options)
     # The whole step first, when the report holds several groups.
-    step = text.step_lines(summaries.report_step(args.file))
+    step = text.step_lines(step_view)
     if step:
         output.show("\n".join(step))
     output.show(text.render_report(s), tables.report(s))

@@ -4,7 +4,8 @@ warnings, what a report holds), the views shape it into the answer model.
     profile_summary   profile_kernel, get_run, ``nsight-agent profile``
     compare_summary   compare_variants, ``nsight-agent compare``
     roofline_summary  roofline_metrics
-    report_summary    summarize_report, ``nsight-agent report`` (and its step view)
+    report_summary    summarize_report, ``nsight-agent report --json``
+    report_and_step   ``nsight-agent report``: the digest and the step view, one reading
 """
 
 from __future__ import annotations
@@ -73,16 +74,37 @@ def report_summary(
 ) -> report.ReportSummary:
     """Digest of any ``.ncu-rep``: kernels by duration, ``limit`` in full from ``offset``, up to
     ``one_line`` more in one line each, paged; ``metrics`` shown by full name too."""
+    return _summary(reading.read_report(path), offset, limit, findings, metrics, one_line)
+
+
+def report_and_step(
+    path: str | Path,
+    *,
+    offset: int = 0,
+    limit: int = 2,
+    findings: int = 2,
+    metrics: Sequence[str] = (),
+    one_line: int = 12,
+) -> tuple[report.ReportSummary, StepView | None]:
+    """``report_summary`` and the report's step view (None for a single launch; no source, no
+    wall time), from one reading of the report."""
     read = reading.read_report(path)
+    summary = _summary(read, offset, limit, findings, metrics, one_line)
+    return summary, step_of_report(read)
+
+
+def _summary(
+    read: ReadReport,
+    offset: int,
+    limit: int,
+    findings: int,
+    metrics: Sequence[str],
+    one_line: int,
+) -> report.ReportSummary:
     check_metrics(metrics, read)
     return report.summarize_report(
         read, offset=offset, limit=limit, findings=findings, metrics=metrics, one_line=one_line
     )
-
-
-def report_step(path: str | Path) -> StepView | None:
-    """The step view of a report alone (no source, no wall time); None for a single launch."""
-    return step_of_report(reading.read_report(path))
 
 
 def check_metrics(names: Sequence[str], read: ReadReport) -> None:
