@@ -129,11 +129,8 @@ def check_source(
     b = baselines.get(_root(runs_root), baseline)
     base_run = load_run(b.run_id, runs_root)
     method: Method = "ncu" if b.method == "ncu" else "timing"
-    # The baseline's request for ``source``: one variant, named after its entry (default:
-    # the baseline variant's).
-    old = next(v for v in base_run.request.effective_variants() if v.name == b.variant)
-    fields = base_run.request.model_dump() | {"source": source, "variants": [], "baseline": None}
-    request = validate(fields | {"entry": entry or old.entry}, method, files=files).request
+    fields = baselines.check_fields(base_run.request, b.variant, source, entry)
+    request = validate(fields, method, files=files).request
     where = Measuring(runs_root=runs_root, workers=pool)
     run = measure(request, method, where)
     record_environment(run)

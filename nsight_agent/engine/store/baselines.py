@@ -187,15 +187,16 @@ def made_by_this_process(run_dir: Path) -> bool:
     )
 
 
-def check_request(
+def check_fields(
     base: ProfileRequest, variant: str, source: str, entry: str | None
-) -> ProfileRequest:
+) -> dict[str, Any]:
     """The baseline's request (configs, runs, warmup, clocks, cache, checks) for ``source``:
-    one variant, named after its entry (default: the baseline variant's entry)."""
+    one variant, named after its entry (default: the baseline variant's entry); as fields,
+    for the validation stage to check and build."""
     old = next(v for v in base.effective_variants() if v.name == variant)
     data = base.model_dump()
     data.update(source=source, variants=[], baseline=None, entry=entry or old.entry)
-    return ProfileRequest.model_validate(data)
+    return data
 
 
 def pair_request(base: ProfileRequest, variant: str, new: ProfileRequest) -> ProfileRequest:
