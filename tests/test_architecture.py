@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "source_shape": 0,
     "source_kernels": 0,
     "numbers": 0,
+    "device_facts": 0,
     "wording": 0,
     "engine": 1,
     "catalog": 2,

@@ -1,71 +1,13 @@
-"""device_info and ``nsight-agent doctor`` as text: the machine's facts (the engine's
-``DeviceInfo``, read through ``DeviceFacts``), what to install for each missing piece, and the
-executor's pool in rows (not a Python dict)."""
+"""device_info and ``nsight-agent doctor`` as text: the machine's facts (``DeviceInfo``,
+``nsight_agent/device_facts.py``), what to install for each missing piece, and the executor's
+pool in rows (not a Python dict)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
-
-class Gpu(Protocol):
-    """One GPU as ``DeviceInfo.gpus`` lists it."""
-
-    @property
-    def index(self) -> int: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def compute_capability(self) -> str | None: ...
-    @property
-    def sm_count(self) -> int | None: ...
-    @property
-    def memory_gib(self) -> float | None: ...
-
-
-class Counters(Protocol):
-    """Whether this user may read the GPU's performance counters, and how that was decided."""
-
-    @property
-    def permitted(self) -> str: ...
-    @property
-    def how(self) -> str: ...
-    @property
-    def hint(self) -> str | None: ...
-
-
-class DeviceFacts(Protocol):
-    """What the text reads of the engine's ``DeviceInfo``."""
-
-    @property
-    def host(self) -> str: ...
-    @property
-    def python(self) -> str: ...
-    @property
-    def gpus(self) -> Sequence[Gpu]: ...
-    @property
-    def driver_version(self) -> str | None: ...
-    @property
-    def cuda_version(self) -> str | None: ...
-    @property
-    def ncu_path(self) -> str | None: ...
-    @property
-    def ncu_version(self) -> str | None: ...
-    @property
-    def ncu_attach(self) -> str | None: ...
-    @property
-    def counters(self) -> Counters: ...
-    @property
-    def packages(self) -> Mapping[str, str]: ...
-    @property
-    def unknown(self) -> Sequence[str]: ...
-    @property
-    def can_profile(self) -> bool: ...
-    @property
-    def pool(self) -> Mapping[str, Any] | None: ...
-    @property
-    def ncu_cost(self) -> Mapping[str, Any] | None: ...
-
+from nsight_agent.device_facts import DeviceInfo
 
 # package (as DeviceInfo.packages names it) -> what it is for, and the command that installs it
 INSTALL: dict[str, tuple[str, str]] = {
@@ -91,7 +33,7 @@ NCU_INSTALL = (
 )
 
 
-def missing_packages(info: DeviceFacts) -> dict[str, tuple[str, str]]:
+def missing_packages(info: DeviceInfo) -> dict[str, tuple[str, str]]:
     """Each package that is not installed -> (what it is for, how to install it)."""
     out = {}
     for name, version in info.packages.items():
@@ -100,7 +42,7 @@ def missing_packages(info: DeviceFacts) -> dict[str, tuple[str, str]]:
     return out
 
 
-def install_lines(info: DeviceFacts) -> list[str]:
+def install_lines(info: DeviceInfo) -> list[str]:
     """What to install, one line each: the missing packages, then ncu."""
     lines = [
         f"install {name} ({why}): {how}" if why else f"install {name}: {how}"
@@ -144,7 +86,7 @@ def render_pool(pool: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_facts(info: DeviceFacts) -> str:
+def render_facts(info: DeviceInfo) -> str:
     """The machine: host, GPUs, driver, ncu, counters, packages, what is unknown."""
     lines = [f"host {info.host}, Python {info.python}"]
     if info.gpus:
@@ -169,7 +111,7 @@ def render_facts(info: DeviceFacts) -> str:
     return "\n".join(lines)
 
 
-def render_device(info: DeviceFacts) -> str:
+def render_device(info: DeviceInfo) -> str:
     """The machine's facts, what to install, and the pool when known."""
     lines = [render_facts(info), *install_lines(info)]
     if info.pool is not None:
