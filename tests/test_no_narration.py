@@ -31,9 +31,8 @@ SEARCHED = (
     "CHANGELOG.md",
     "CONTRIBUTING.md",
 )
-# Recorded data, not prose: results files hold a run's output verbatim, and fixtures are
-# reports and transcripts captured from real tools.
-NOT_SEARCHED = ("bench/results/", "tests/fixtures/")
+# Recorded data, not prose: a results file holds a run's output verbatim.
+NOT_SEARCHED = ("bench/results/",)
 
 _ORDINAL = (
     r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
