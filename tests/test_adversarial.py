@@ -1,4 +1,4 @@
-"""Variants written to game the comparison get the verdict they deserve (issue 20).
+"""Variants written to game the comparison get the verdict they deserve.
 
 The source ``fixtures/adversarial/softmax_games.py`` seeds a generator of its own in setup,
 so its inputs do not change between runs unless the harness refills them; each variant's

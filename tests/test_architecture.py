@@ -147,12 +147,12 @@ def test_every_import_points_inward() -> None:
 def test_no_import_cycles() -> None:
     # A module importing from its own package depends on the package's __init__ too (it runs
     # first and is read from): ``from nsight_agent import annotation`` in the engine, and
-    # ``from nsight_agent.cli import output`` in the CLI's commands, closed cycles (issue 35).
+    # ``from nsight_agent.cli import output`` in the CLI's commands, closed cycles.
     edges = {m: {d for d in deps if d != m} for m, deps in graph().items()}
     state: dict[str, int] = {}
     cycle: list[str] = []
 
-    def visit(node: str, stack: list[str]) -> bool:
+    def closes_a_cycle(node: str, stack: list[str]) -> bool:
         state[node] = 1
         for dep in sorted(edges.get(node, ())):
             if state.get(dep) == 1:
@@ -160,13 +160,13 @@ def test_no_import_cycles() -> None:
                     [*stack[stack.index(dep) :], node, dep] if dep in stack else [node, dep]
                 )
                 return True
-            if state.get(dep) is None and visit(dep, [*stack, node]):
+            if state.get(dep) is None and closes_a_cycle(dep, [*stack, node]):
                 return True
         state[node] = 2
         return False
 
     for node in sorted(edges):
-        if state.get(node) is None and visit(node, []):
+        if state.get(node) is None and closes_a_cycle(node, []):
             break
     assert not cycle, " -> ".join(cycle)
 
@@ -258,7 +258,7 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
         # nsight-python's public signatures (overloads) and the per-option checks are long.
         "api.analyze": 480,
         # The one subprocess runner: how a child starts, belongs to us and dies with us, and
-        # the environment a Python child gets (issue 35 moved child_env here from ncu).
+        # the environment a Python child gets (child_env).
         "engine.process": 440,
     }
     name = module_name(path)

@@ -1,4 +1,4 @@
-"""Baselines, run-to-run comparison, the regression gate and history (issue 25), on real runs.
+"""Baselines, run-to-run comparison, the regression gate and history, on real runs.
 
 Runs are made for real on the CPU timing path (perf_counter, torch on the CPU) in a temporary
 runs folder; the recorded H200 sweep stands for GPU runs made under ncu. Where a case needs a

@@ -1,4 +1,4 @@
-"""Baselines through MCP, as an agent uses them (issue 25): profile, name the run a baseline
+"""Baselines through MCP, as an agent uses them: profile, name the run a baseline
 with get_run(baseline=...), profile again and ask get_run(against=...) "is this better than my
 best so far?"; the baselines and history resources. Real runs on the CPU timing path, through
 the SDK's in-process client. A run on "another GPU" is a copy of a real run whose record was

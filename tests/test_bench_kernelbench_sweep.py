@@ -147,8 +147,8 @@ def test_a_big_kernel_without_a_cause_is_counted_unless_a_step_cause_names_it() 
 def test_a_kernel_counts_as_covered_by_a_step_cause_exactly_when_its_headline_says_so(
     name: str,
 ) -> None:
-    # The sweep counted a ResNet18 kernel as "no cause" whose headline named the step's
-    # launch_bound_step (H200, 2026-12-04): the count now asks the step cause as the view does.
+    # A ResNet18 kernel whose headline names the step's launch_bound_step (H200) has a cause:
+    # the count asks the step cause as the view does.
     from nsight_agent.service.diagnose import diagnose_file
     from tests.fixture_reports import unpacked
 

@@ -1,4 +1,4 @@
-"""The profiling budget (issue 37, part 3): what an ncu run costs here and which sections fit."""
+"""The profiling budget: what an ncu run costs here and which sections fit."""
 
 from __future__ import annotations
 

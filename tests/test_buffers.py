@@ -1,4 +1,4 @@
-"""Buffers stay as set up (issue 38): when setup ignores the seed, the harness refills the
+"""Buffers stay as set up: when setup ignores the seed, the harness refills the
 inputs that carry data, never a constant tensor (an accumulator, a zero-initialised output, a
 mask) and never an integer one, and says how many it refilled and what it kept. Through the
 real timing path on the CPU, and the integrity functions themselves."""

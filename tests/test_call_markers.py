@@ -1,4 +1,4 @@
-"""Call markers (issue 37, part 1): an attached run's kernels tied to the harness's calls
+"""Call markers: an attached run's kernels tied to the harness's calls
 without NVTX. The kernels are the H200 sweep report's (18 kernels, each (call, annotation) of
 it taken as one harness call, as the harness makes one annotation per call); the markers
 around them and the set-up kernels between calls are made here, since no report recorded

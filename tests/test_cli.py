@@ -247,7 +247,8 @@ def test_metrics_skills_and_runs_commands(tmp_path: Path) -> None:
 
 
 def test_every_command_and_option_says_what_it_is() -> None:
-    """Was: `serve --help` had no description and several options only "(default: ...)"."""
+    """Every command has a description and every option says what it is, not only
+    "(default: ...)"."""
     import argparse
     import re
 

@@ -1,4 +1,4 @@
-"""The newcomer's rough edges of issue 26, each as it was met: one error model, two renderings
+"""Errors a newcomer meets, each said plainly: one error model, two renderings
 (MCP calls for an agent, ``nsight-agent`` commands at the command line), refusals that come
 before any work, and failures that say so with a non-zero exit."""
 
@@ -81,7 +81,7 @@ def _failed_run(root: Path, run_id: str = "20261201-000000-0123456789ab") -> str
 def test_runs_show_of_a_failed_run_says_so_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Was: "run ... on unknown GPU; kernels: {}" and a clocks warning, exit 0."""
+    """Not "run ... on unknown GPU; kernels: {}" with a clocks warning and exit 0."""
     run_id = _failed_run(tmp_path)
     assert cli.main(["runs", "show", run_id, "--runs-root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
@@ -106,7 +106,8 @@ def test_an_error_hint_names_commands_in_the_cli(
 def test_diagnose_refuses_a_file_that_is_no_source_before_any_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Was: 6.3 s, then "import failed (source line 1): SyntaxError", a run folder left."""
+    """Refused at once, with no run folder: not seconds of work ending in "import failed
+    (source line 1): SyntaxError"."""
     monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
@@ -132,7 +133,8 @@ def test_a_report_without_its_suffix_is_still_diagnosed(
 def test_without_torch_the_cli_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Was: "No module named 'torch'" from inside a run."""
+    """Said before any run, with the command to install it: not "No module named 'torch'"
+    from inside a run."""
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -152,7 +154,7 @@ def test_without_torch_the_cli_says_what_to_install(
 def test_an_unknown_metric_asked_of_a_report_is_an_error_with_close_matches(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Was: ignored, exit 0."""
+    """Exit 2 with close matches, never ignored with exit 0."""
     assert cli.main(["report", str(H200_REPORT), "--metrics", "bogus__metric"]) == 2
     assert "Metric 'bogus__metric' is not in this report" in capsys.readouterr().err
     assert cli.main(["report", str(H200_REPORT), "--metrics", "dram__bytes_reed.sum"]) == 2
@@ -176,7 +178,7 @@ def test_option_knobs_match_the_options_model() -> None:
 
 @pytest.mark.anyio
 async def test_a_top_level_knob_is_told_where_it_goes() -> None:
-    """Was: pydantic's "Extra inputs are not permitted ... visit https://errors.pydantic.dev".
+    """Not pydantic's "Extra inputs are not permitted" with a link to its error pages.
 
     The arguments models are made with ``arguments.strict_arguments`` as server/app.py does
     (applied here as well, so the test holds before and after app.py adopts it)."""

@@ -1,4 +1,4 @@
-"""The command line's output (issue 26): rich tables on a terminal, plain stable text in a
+"""The command line's output: rich tables on a terminal, plain stable text in a
 pipe, colour only where wanted, progress on stderr only on a terminal, --json untouched."""
 
 from __future__ import annotations

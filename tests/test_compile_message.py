@@ -1,4 +1,4 @@
-"""A failed extension build is told by the compiler's own lines (issue 36, part 3): torch's
+"""A failed extension build is told by the compiler's own lines: torch's
 message starts with ninja's command lines, which would fill any short error row."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Copies count on the ncu path (issue 36, part 4): ncu profiles kernels only, so the pre-flight
+"""Copies count on the ncu path: ncu profiles kernels only, so the pre-flight
 measures each call's copies and memsets with CUPTI and compare_variants adds them to the kernel
 time a verdict reads. Here: the pre-flight's per-config median, the view on an ncu run and on a
 timing run (whose clock already holds them), and on a GPU both methods agreeing on a variant

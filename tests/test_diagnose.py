@@ -29,7 +29,7 @@ def raw(action: Any, name: str) -> float:
 
 
 # Values of every metric in dm.bound_metrics(), read with ncu_report from a report recorded on
-# an H200 (ncu 2025.3.1, driver 580.159.04, 2026-11-29) with skills/roofline/bundle.json and
+# an H200 (ncu 2025.3.1, driver 580.159.04) with skills/roofline/bundle.json and
 # ncu's default clock control (SM clock locked near 1.28 GHz). Three kernels of one script:
 # torch.matmul of two 2048x2048 bf16 matrices (cuBLAS nvjet, tensor cores), torch.addcmul on
 # three fp32 vectors of 2**24 elements (memory-bound), and add_ on 256 floats (one block).

@@ -62,7 +62,7 @@ def test_clear_gap_goes_to_the_larger_side() -> None:
 
 
 def test_cublas_gemm_close_call_is_decided_by_the_roofline() -> None:
-    # Issue 9: a bf16 GEMM at 93 % of the tensor peak, 809 FLOP/B; SOL alone said memory-bound.
+    # A bf16 GEMM at 93 % of the tensor peak, 809 FLOP/B; SOL alone said memory-bound.
     b = classify(bf16_gemm(sm=93.6, mem=94.8, pct_of_tensor_peak=93.0, intensity=809.0))
     assert b.bound == "compute-bound"
     assert b.basis == "roofline"

@@ -1,12 +1,12 @@
 """ncu's rules passed through as causes: only about a unit that may limit the kernel, acting
 on ncu's advice rather than its description.
 
-An ``ncu_rule`` cause used to take the rule message's first sentence as its action; ncu's
+An ``ncu_rule`` cause's action is not the rule message's first sentence: ncu's
 messages describe first ("The 4.00 theoretical warps per scheduler ... are below ...") and
 advise later. ``ncu_advice`` picks the sentence that says what to do, or nothing.
 
 The rule was written on the planted reports' messages (the tuning set, every one labelled
-below). The step and engine reports' other messages were labelled afterwards and never used to
+below). The step and engine reports' other messages were labelled apart and never used to
 change it: their agreement is the score we report (printed; ``pytest -rP``)."""
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ TUNED: dict[tuple[str, str], str | None] = {
     ("SOLBottleneck", "Small Grid"): "Look at Launch Statistics",
 }
 
-# Held-out set, labelled by reading each message (the sentence a reader would act on), after
-# the rule was fixed: message start -> expected sentence start (None: no advice in it).
+# Held-out set, labelled by reading each message (the sentence a reader would act on), with
+# the rule held fixed: message start -> expected sentence start (None: no advice in it).
 HELD_OUT: dict[str, str | None] = {
     "The difference between calculated theoretical": "See the CUDA Best Practices Guide",
     "The memory access pattern for global loads from L2": "Check the Source Counters section",
@@ -121,7 +121,7 @@ HELD_OUT: dict[str, str | None] = {
     # "it is recommended to have at least two blocks per multiprocessor": advice.
     "If you execute __syncthreads()": "If you execute __syncthreads()",
     "The 12.00 theoretical warps per scheduler": None,
-    # From the held-out step layer_ho (2026-12-04), a tail effect worded unlike the tuning
+    # From the held-out step layer_ho, a tail effect worded unlike the tuning
     # set's; labelled after its advice was seen (the message has one imperative).
     "A wave of thread blocks is defined as the maximum number": "Try launching a grid with no",
 }

@@ -1,10 +1,10 @@
 """pipe_at_roof: a compute-bound kernel at the issue roof of a pipe the FLOP counters miss.
 
-The probes (``bench/probes/ncu_passthrough.py``, recorded on the H200 with the deeper pass that
-now adds ComputeWorkloadAnalysis) are the kernels the rule was written for: a ``MUFU.SIN`` loop
-and an xorshift loop, which the diagnosis used to headline with ncu's local estimates ("fp32
-non-fused instructions", "achieved occupancy"). ``collatz_cuda`` is a held-out planted kernel
-the rule was not written on; ``logistic_map_cuda`` was held out until this rule changed for it
+The probes (``bench/probes/ncu_passthrough.py``, recorded on the H200 with the deeper pass, which
+adds ComputeWorkloadAnalysis) are the kernels the rule was written for: a ``MUFU.SIN`` loop
+and an xorshift loop, which a diagnosis without the rule headlines with ncu's local estimates
+("fp32 non-fused instructions", "achieved occupancy"). ``collatz_cuda`` is a held-out planted kernel
+the rule was not written on; ``logistic_map_cuda`` is in the tuning set, since this rule was changed for it
 (docs/DIAGNOSIS.md)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_a_kernel_at_a_non_flop_pipe_is_at_that_roof(report: str, pipe: str, nam
     assert (top.id, top.kind) == ("pipe_at_roof", "roof")
     assert top.ev[0].m == cc.PIPE_ISSUE.format(pipe) and top.ev[0].v >= 70.0
     assert d.headline.startswith(f"at {top.ev[0].v:.0f}% of the {name} pipe's issue roof")
-    # What it used to say: ncu's local estimates about units that are not the limit.
+    # Not ncu's local estimates about units that are not the limit.
     assert not any(c.id == "ncu_rule" for c in d.causes), d.headline
     assert "non-fused" not in d.headline and "occupancy" not in d.headline
 

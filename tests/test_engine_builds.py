@@ -1,5 +1,5 @@
 """A candidate's own torch extension (``load_inline`` at import) is built once, in a folder of
-its source's hash (issue 36, part 3). Real C++-only builds on the CPU: the same code path as
+its source's hash. Real C++-only builds on the CPU: the same code path as
 a CUDA candidate's, minus nvcc.
 
 The module's tests share one runs root, in order: the first call builds both candidates (one

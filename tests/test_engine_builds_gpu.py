@@ -1,6 +1,5 @@
-"""Two CUDA ``load_inline`` candidates that share ``name="fast_scale"``, on a GPU (issue 36,
-part 3): each is built once, in its own folder, for the present GPU's arch only; the ncu run
-and the second call compile nothing. (What the first call costs beyond its compile is a
+"""Two CUDA ``load_inline`` candidates that share ``name="fast_scale"``, on a GPU: each is built
+once, in its own folder, for the present GPU's arch only; the ncu run and the second call compile nothing. (What the first call costs beyond its compile is a
 benchmark's to measure, not a timed assertion's: it is printed here for the record.)
 
 Skipped (conftest) without a CUDA GPU and ncu; run with `pytest -m gpu`.

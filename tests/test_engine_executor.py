@@ -401,7 +401,7 @@ def test_a_killed_hosts_run_folder_is_salvaged_marked_cancelled(
 
 def test_the_salvage_task_imports_nothing_heavy() -> None:
     """It runs in a new Ray worker on a node that may be busy: importing the whole engine
-    (pandas, pydantic, torch) there once took it past the cancel's wait."""
+    (pandas, pydantic, torch) there can take it past the cancel's wait."""
     code = (
         "import sys; import nsight_agent.engine.executors.ray.scratch; "
         "print(sorted(m for m in ('pandas', 'pydantic', 'torch', 'ray', 'ncu_report') "

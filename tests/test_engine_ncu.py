@@ -119,7 +119,7 @@ def make_run(
     return ncu_log.NcuRun([], rc, files, 1.0)
 
 
-# ncu 2025.3.1's own lines, as seen on the H200 (probe/run.sh, 2026-11-29), or its documented ones.
+# ncu 2025.3.1's own lines, as seen on the H200, or its documented ones.
 PERM = "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on the target device 0."
 NO_KERNELS = "==PROF== Disconnected from process 484\n==WARNING== No kernels were profiled.\n"
 CRASH = "==ERROR== The application returned an error code (1).\n"

@@ -340,9 +340,9 @@ def test_a_host_that_does_not_stop_a_cancelled_job_in_time_is_killed_and_replace
     """With no grace at all the executor kills the host at once: the run folder still comes
     back from the node (salvaged, marked cancelled), and a new host takes the GPU.
 
-    The salvage is a cold Ray task (a new worker process that imports the engine): on this
-    two-core machine under eight test processes it once took more than the product's 60 s, and
-    the cancel then (rightly) said the folder stayed on the node; that message has its own test
+    The salvage is a cold Ray task (a new worker process that imports the engine): on a
+    two-core machine under eight test processes it can take more than the product's 60 s, and
+    the cancel then (rightly) says the folder stayed on the node; that message has its own test
     below. Here the salvage gets the test's patience, and the killed host time to be reaped."""
     monkeypatch.setattr("nsight_agent.engine.executors.ray.jobs.CANCEL_GRACE_S", 0.0)
     monkeypatch.setattr("nsight_agent.engine.executors.ray.landing.SALVAGE_S", float(WAIT_S))

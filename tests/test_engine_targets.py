@@ -1,4 +1,4 @@
-"""Pre-launched ncu targets without a GPU (issue 24): a stand-in ncu that understands
+"""Pre-launched ncu targets without a GPU: a stand-in ncu that understands
 ``--mode launch`` (it runs the target on the CPU and holds it before its harness, as ncu holds
 it at its first CUDA call, until an attach on its port) and ``--mode attach`` (it connects or
 says "No attachable process found", waits for the target's end, and leaves the H200 sweep's
@@ -590,7 +590,7 @@ def run_256(x, y, out, block_size):
 
 
 def prelaunch_cases() -> dict[str, ProfileRequest]:
-    """What issue 37 asks an attached run to read as a cold one does: two variants, a sweep of
+    """What an attached run must read as a cold one does: two variants, a sweep of
     configs, four variants, a multi-kernel step, and a job with sections."""
     torch_triton = [Variant(name="torch", entry="reference"), Variant(name="triton", entry="run")]
     return {
@@ -624,9 +624,9 @@ def mean_times(run: RunResult) -> dict[tuple[Any, ...], float]:
     return {tuple(r[k] for k in keys): float(r["AvgValue"]) for _, r in rows.iterrows()}
 
 
-# Issue 24 was blocked on this: the pool took ncu's launch banner for a suspended target, and an
-# attached report keeps no NVTX state. With the banner read right and the call markers standing
-# in for NVTX (issue 37), all five cases passed on the H200 (eighteenth session, docs/GPU_RUNS.md).
+# ncu prints its launch banner before the target reaches CUDA (not a suspended target), and an
+# attached report keeps no NVTX state: the call markers stand in for NVTX. The five cases on a
+# GPU: bench/results/gpu-tests/2026-12-06-h100-80gb-hbm3-e5bdb94.json.
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(prelaunch_cases()))
 def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(

@@ -1,5 +1,5 @@
 """On a GPU with ncu: a kernel that hangs and one that reads out of bounds each get a specific
-error, leave no process behind, and the next call on the same session works (issue 13)."""
+error, leave no process behind, and the next call on the same session works."""
 
 from __future__ import annotations
 

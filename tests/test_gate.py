@@ -1,4 +1,4 @@
-"""The regression gate holds under load (issue 38, part 3): CPU runs carry a speed probe and
+"""The regression gate holds under load: CPU runs carry a speed probe and
 runs made at other machine speeds are not compared (exit 3, never 1); the drift a CPU run is
 allowed is the CPU's, measured; a slower candidate far noisier than its baseline is not a
 regression on that alone; a source doing far more work still is. Stand-in copies of one real

@@ -54,8 +54,8 @@ def test_the_preflight_counts_kernels_and_copies_of_a_call(monkeypatch: pytest.M
 def test_a_call_whose_kernel_record_was_lost_is_not_counted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Read as 0 kernels, an honest baseline was "suspect: the number of kernels changes
-    # between runs ([0, 1])" on the H200 (2026-12-04) and the whole comparison failed.
+    # Read as 0 kernels, an honest baseline would be "suspect: the number of kernels changes
+    # between runs ([0, 1])" (seen on the H200) and the whole comparison would fail.
     _fake_profiler(
         monkeypatch,
         [

@@ -1,9 +1,9 @@
 """One profiler per GPU: another process's ncu run is waited for, not collided with; a
 profiler outside our lock is named as such, retried, and never blamed on the user's code.
 
-Seen on the H200 (2026-12-02, `pytest -m gpu -n 4`): two ncu on one GPU, and the second run
-failed as "the harness died without an error report: a crash in native code, a signal, or
-os._exit() in your source?" while ncu's log said the driver's profiling resource was busy."""
+Without the lock (H200, `pytest -m gpu -n 4`): two ncu on one GPU, and the second run
+fails as "the harness died without an error report: a crash in native code, a signal, or
+os._exit() in your source?" while ncu's log says the driver's profiling resource was busy."""
 
 from __future__ import annotations
 

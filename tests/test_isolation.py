@@ -1,4 +1,4 @@
-"""A crashing or hanging candidate is its own row (issue 36): the baseline and the other
+"""A crashing or hanging candidate is its own row: the baseline and the other
 variants are still measured and compared, on both methods, and the baseline is never blamed.
 
 On the CPU a crash is a process that dies (``os.abort()``, a segfault); on a GPU the same route

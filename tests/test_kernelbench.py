@@ -1,4 +1,4 @@
-"""KernelBench's format as an input (issue 36): detection, the request's defaults, the real
+"""KernelBench's format as an input: detection, the request's defaults, the real
 harness and timing path on the CPU, KernelBench's correctness rule and its result view.
 
 The fixtures in ``fixtures/kernelbench/`` are small problems and candidates written for these

@@ -1,4 +1,4 @@
-"""KernelBench's files through the front ends, with no adapter (issue 36): the MCP tools with
+"""KernelBench's files through the front ends, with no adapter: the MCP tools with
 ``configs`` and ``language`` left out, and ``nsight-agent compare PROBLEM --candidate FILE``
 with its KernelBench-style result. Real harness, torch on the CPU, the timing path."""
 

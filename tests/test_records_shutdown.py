@@ -1,4 +1,4 @@
-"""Run records that tell the truth when the server ends mid-run (issue 21, item 1).
+"""Run records that tell the truth when the server ends mid-run.
 
 A run in flight when the server is ended (SIGTERM, the client closing stdin, an SDK client
 leaving, an HTTP server's SIGTERM) is recorded ``interrupted`` with who ended it
@@ -251,7 +251,7 @@ async def test_an_http_server_ended_mid_run_answers_and_records_interrupted(
         proc.send_signal(signal.SIGTERM)
 
     client = Client(streamable_http_client(url, http_client=http))
-    with anyio.fail_after(180):  # before the fix the server waited for the run: for ever
+    with anyio.fail_after(180):  # a server that waited for the run would wait for ever
         async with client, anyio.create_task_group() as tg:
             tg.start_soon(end_it)
             answer = await client.call_tool("profile_kernel", args)

@@ -1,4 +1,4 @@
-"""What the server costs an agent's context, measured through the SDK client (issue 12).
+"""What the server costs an agent's context, measured through the SDK client.
 
 tools/list: names, descriptions and input schemas <= 8 KiB in all; output schemas <= 16 KiB.
 Answers: profile_kernel of 3 configs x 1 metric <= 1.2 KB, compare_variants of 4 variants x 3
@@ -58,11 +58,11 @@ async def test_tools_list_fits_its_budget() -> None:
     visible = sum(len(t.name) + len(t.description or "") + size(t.input_schema) for t in tools)
     outputs = sum(size(t.output_schema) for t in tools if t.output_schema)
     print(f"tools/list: {visible} B visible, {outputs} B of output schemas")
-    # 8 KiB until options listed every knob (issue 38: min_effect_pct and correctness were cut
-    # off at 130 characters, so an agent never saw them): 4 x 32 B; budget_s (issue 37) 4 x 9 B.
+    # 8 KiB, plus what lets options list every knob (cut at 130 characters, min_effect_pct and
+    # correctness would be hidden from an agent): 4 x 32 B; budget_s 4 x 9 B.
     assert visible <= 8 * 1024 + 128 + 36, visible
-    # 16 KiB until the step view (issue 23) added diagnose_kernel's step groups, step causes,
-    # kernel owners and operators (about 1.5 KB compacted): the structure agents read first.
+    # 16 KiB, plus the step view's share of diagnose_kernel's schema (step groups, step causes,
+    # kernel owners and operators: about 1.5 KB compacted), the structure agents read first.
     assert outputs <= 17 * 1024, outputs
 
 

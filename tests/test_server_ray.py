@@ -217,7 +217,7 @@ async def test_diagnose_from_source_runs_its_passes_on_the_pools_hosts(
 ) -> None:
     """diagnose_kernel from source measures through the server's executor: its ncu run is a
     job of the Ray pool, and its run folder lands in the store with the GPU host that ran it
-    (the tool once ran its ncu passes here, around the executor). The recorded report holds
+    (never its ncu passes here, around the executor). The recorded report holds
     one kernel, so no timing call follows (a call of one kernel has no step to time; that
     the timing call goes through the executor too: tests/test_service.py)."""
     # The recorded report's range is the probe's entry, run_sfu; here it runs the same code.

@@ -1,7 +1,7 @@
 """The use-case layer: every pass of diagnose_kernel from source goes through the executor in
-use (the defect of issue 35: its two ncu passes once bypassed it), a failed timing pass is said,
+use (the staged ncu passes included), a failed timing pass is said,
 not swallowed, and a cancel is not taken for a reason to go on. From source the diagnosis is
-one ncu run with every section its checks read (issue 37); the staged two passes stay for the
+one ncu run with every section its checks read; the staged two passes stay for the
 bench that compares them.
 
 A stand-in executor records each job and answers with a run whose report is a planted kernel

@@ -1,4 +1,4 @@
-"""A step that is never silent (issue 38, part 4), on the real H200 step reports of
+"""A step that is never silent, on the real H200 step reports of
 tests/fixtures/steps: no kernel of >= 5 % of a step says "no cause found"; one that has no
 cause of its own points to the step cause covering it (the chain's ATen kernels to the
 unfused chain) or to ncu's strongest rule; a report read without source owns a kernel of no

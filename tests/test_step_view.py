@@ -1,4 +1,4 @@
-"""The step view (issue 23): owners, owner-aware advice, never-silent kernels, precision
+"""The step view: owners, owner-aware advice, never-silent kernels, precision
 labels, step-level causes, on real H200 reports of whole steps and on hand-built launches.
 
 ``tests/fixtures/steps/`` holds xz-compressed reports recorded with ``scripts/record-steps`` (the
@@ -394,7 +394,7 @@ def test_the_bf16_gemm_is_labelled_with_its_tensor_precision() -> None:
 
 def test_the_users_kernel_is_the_users() -> None:
     """Its cause needs the deeper pass (SourceCounters); these are first-pass reports. On the
-    H200 through MCP the deeper pass named it: docs/GPU_RUNS.md, third session, call 4."""
+    H200 through MCP the deeper pass names it (docs/DIAGNOSIS.md)."""
     mine = [k for k in diagnosed("chain").kernels if k.diagnosis.kernel == "user_col_gather"]
     assert mine and mine[0].diagnosis.owner == Owner(kind="user", who="yours")
     assert mine[0].diagnosis.deeper and "SourceCounters" in mine[0].diagnosis.deeper
@@ -404,7 +404,7 @@ def test_the_users_kernel_is_the_users() -> None:
 
 
 def test_the_held_out_layer_step_is_never_silent() -> None:
-    """Issue 38's held-out step, read as a report alone: the expectations written before it
+    """The held-out layer step, read as a report alone: the expectations written before it
     was recorded (bench/probes/step_programs.py) hold, and the text starts with the step."""
     d = diagnosed("layer_ho")
     assert "unfused_chain" in step_causes("layer_ho")

@@ -214,11 +214,11 @@ def test_a_wrong_variant_is_one_warning_not_one_per_config(sweep: Any, tmp_path:
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 26: what a newcomer met in the report views
+# What the report views say: whole words, missing figures named, install commands, clocks
 
 
 def test_notes_are_never_cut_mid_word() -> None:
-    """Was: "... Collect the SpeedO" (notes cut at 160 characters)."""
+    """A long note ends at a sentence or word, never "... Collect the SpeedO"."""
     rf = summaries.report_summary(H200_REPORT).actions[0].roofline
     assert rf is not None and rf.notes
     assert rf.notes[0].endswith("SpeedOfLight_HierarchicalTensorRooflineChart section.")
@@ -230,8 +230,9 @@ def test_notes_are_never_cut_mid_word() -> None:
 
 
 def test_figures_the_report_lacks_are_left_out_with_the_reason() -> None:
-    """Was: "compute-bound; 0 FLOP/s, DRAM 256 GB/s, -% of roofline" for the bf16 matmul, whose
-    tensor op counters were not collected."""
+    """The bf16 matmul's report holds no tensor op counters: its roofline line says the
+    FLOP/s and the share of the roofline are not in it and what to collect, never "0 FLOP/s,
+    -% of roofline"."""
     s = summaries.report_summary(H200_REPORT)
     rf = s.actions[0].roofline
     assert rf is not None
@@ -262,7 +263,8 @@ def test_diagnosis_text_names_each_causes_skill() -> None:
 
 
 def test_device_text_says_what_to_install_and_draws_the_pool() -> None:
-    """Was: "torch not installed" with no command, and the pool as a raw Python dict."""
+    """A missing torch comes with the command that installs it, and the pool is drawn, not
+    printed as a Python dict."""
     from nsight_agent.engine import device
     from nsight_agent.views import device as device_views
 
@@ -328,8 +330,8 @@ def _cpu_timing_run(n: int) -> Any:
 
 
 def test_a_cpu_timing_is_labelled_honestly() -> None:
-    """Was: "gpu__time_duration.sum" with an L2 warning that does not apply on a CPU, and
-    runs=5 reported as n=39 without a word."""
+    """A CPU timing says it was measured by perf_counter, carries no L2 warning (none applies
+    on a CPU), and says why it holds more samples than runs."""
     s = summaries.profile_summary(_cpu_timing_run(39))
     warnings = s.warnings or []
     assert warnings[0].startswith("measured by perf_counter on the CPU")

@@ -26,8 +26,8 @@ from nsight_agent.numbers import sig
 # (clocks, heat, other tenants). Measured on the H200 over two minutes: 0.02-0.10 %
 # (docs/BASELINES.md); kept at 1.5 % until a run spanning hours says otherwise.
 DRIFT_RSD_PCT = 1.5
-# The same on a CPU (perf_counter): five quiet runs of one softmax on the 2-core CPU machine,
-# 2026-12-04: medians 394-545 us, 14 % RSD. The gate can then call about 2 x 1.96 x 15 = 59 %.
+# The same on a CPU (perf_counter): five quiet runs of one softmax on a 2-core CPU machine:
+# medians 394-545 us, 14 % RSD. The gate can then call about 2 x 1.96 x 15 = 59 %.
 CPU_DRIFT_RSD_PCT = 15.0
 # Two CPU runs whose speed probes differ by more than this factor were made on a machine
 # running at another speed (another process's load): not compared. Quiet probes: within 10 %.

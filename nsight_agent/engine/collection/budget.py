@@ -23,7 +23,7 @@ from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.retention import run_folders
 
 # Replay passes of one kernel with the section alone beside the time metric (H200, ncu
-# 2025.3.1, bench/section_costs.py, 2026-12-04). A section not listed counts as UNLISTED.
+# 2025.3.1, bench/section_costs.py). A section not listed counts as UNLISTED.
 SECTION_PASSES = {
     "SpeedOfLight": 10,
     "LaunchStats": 1,
@@ -41,7 +41,7 @@ UNLISTED_PASSES = 10
 # ten counters are not one pass, nor thirty).
 METRICS_PER_PASS = 4
 
-# Recorded on the H200 (docs/BENCHMARKS.md, issue 37): a cold ncu run of a small torch job
+# Measured on the H200 (bench/section_costs.py): a cold ncu run of a small torch job
 # 5.6 s; a replay pass of one kernel 0.04 s (2^20 floats) to 0.08 s (2^24: the memory tables'
 # 30 passes cost 2.5 s on a target).
 RECORDED_START_S = 5.6

@@ -9,7 +9,7 @@ operator (CUPTI, ``runtime.call_counting_kernels``). ``expand`` maps the two: ea
 the call becomes the profiled launch of its configuration, its time (and DRAM bytes) scaled
 by its own pre-flight duration over the profiled one's, since one configuration can do
 different work (a cuDNN batch norm over more channels: 21 % off when read from one sample on
-ResNet18, 2026-12-04), and grouped under its own operator. A launch the map cannot place is
+ResNet18 on the H200), and grouped under its own operator. A launch the map cannot place is
 ``SamplingMismatch``: the caller says so rather than guessing.
 """
 
@@ -24,7 +24,7 @@ from nsight_agent.source_kernels import base_name
 
 # One launch per unique launch configuration, counted among the launches the NVTX filter lets
 # through (a warm-up outside the measured call takes none: on the H200 a ResNet18 step after a
-# warm-up gave 40 of its 127 launches, 2026-12-04, bench/probes/launch_config_sampling.py).
+# warm-up gave 40 of its 127 launches, bench/probes/launch_config_sampling.py).
 NCU_ARGS = ("--filter-mode", "per-launch-config", "--launch-count", "1")
 DURATION = TIME_METRIC
 # Per-launch totals that grow with the launch's work; rates and percentages do not.
@@ -111,7 +111,7 @@ class SampledLaunch:
 
 
 # Within one bare name, grid and block, what else ncu's configurations tell apart, tried in
-# this order: on the H200 (2026-12-04) two functors of one templated elementwise kernel shared
+# this order: on the H200 two functors of one templated elementwise kernel shared
 # a profiled launch, while one cuDNN batch-norm kernel was profiled once per shared-memory size.
 _FINER: tuple[Callable[[PreLaunch], Any], ...] = (
     lambda x: None,

@@ -83,7 +83,7 @@ def launch_config(metadata: str) -> tuple[int, ...] | None:
 def configs_of_trace(trace: dict[str, Any]) -> dict[int, tuple[int, ...]]:
     """Per correlation id, each kernel's launch configuration from kineto's Chrome trace,
     where kineto writes a kernel's grid and block as arguments (read there on the H200 when
-    the events' own metadata held none, 2026-12-04)."""
+    the events' own metadata held none)."""
     found: dict[int, tuple[int, ...]] = {}
     for e in trace.get("traceEvents", []):
         args = e.get("args") or {}

@@ -192,7 +192,7 @@ _SYNC: list[Callable[[], None]] = []  # torch.cuda.synchronize as pinned by pin_
 def pin_synchronize() -> None:
     """Keep ``torch.cuda.synchronize`` as it is now, before any user code runs (the first call
     in a process wins): a variant that replaces it must not make the harness's own waits
-    return early. On the H200 (2026-12-04) an adversarial variant's no-op replacement, not yet
+    return early. On the H200 an adversarial variant's no-op replacement, not yet
     put back, let the next call's pre-flight count stop before its kernel ended: 0 kernels, and
     an honest baseline was called suspect."""
     if not _SYNC:
@@ -284,7 +284,7 @@ def kineto_profiler(cpu: bool = True, shapes: bool = False) -> Any:
     """torch's kineto profiler of CPU ranges (``cpu``) and CUDA work, CUPTI underneath: the
     one ``torch.profiler.profile`` makes, without that class's start, which asks
     ``hasattr(torch, "_inductor")`` and so imports torch._inductor and torch._dynamo (5.8 s of
-    a 15 s pre-flight on the H200, 2026-12-04). Its events: ``.kineto_results.events()``;
+    a 15 s pre-flight on the H200). Its events: ``.kineto_results.events()``;
     ``shapes``: operators' input sizes recorded (a launch-sampled pre-flight's groups)."""
     from torch.autograd.profiler import profile
 

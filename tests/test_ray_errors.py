@@ -1,4 +1,4 @@
-"""Ray errors that name their cause, fast (issue 21, item 3): a cluster that refuses the
+"""Ray errors that name their cause, fast: a cluster that refuses the
 token names Ray's InvalidAuthToken and where this server's token comes from; an address that
 accepts connections but answers no Ray GCS is one bounded attempt, whose error every call
 that waited for it gets at once (not about 20 s a call, one call after another).

@@ -1,4 +1,4 @@
-"""HTTP refusals the MCP SDK's client can show (issue 21, item 3): a refused Host (421), a
+"""HTTP refusals the MCP SDK's client can show: a refused Host (421), a
 missing or wrong token (401) and a body over the limit (413) answered with a JSON-RPC error
 that says why and what to do (mcp 2.3's client shows a JSON-RPC error body of a non-2xx
 answer as the error's message; any other body becomes an opaque -32603 "Server returned an

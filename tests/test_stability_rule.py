@@ -1,4 +1,4 @@
-"""One stability rule on both paths, applied as stated, and no "nan" in answers (issue 21).
+"""One stability rule on both paths, applied as stated, and no "nan" in answers.
 
 The rule: a measurement is stable when its relative standard deviation is below
 ``STABLE_RSD_PCT`` (2 %), on the ncu path (``collection/aggregate.py``) and on the timing path
@@ -57,7 +57,7 @@ def test_a_timing_answer_has_no_nan_and_flags_match_their_rsd(tmp_path: Path) ->
 
 def test_a_failed_check_is_recorded_as_the_variants_failure_not_hidden(tmp_path: Path) -> None:
     """A pre-flight whose variant returns the wrong shape: the run's status says the variant
-    failed at the check stage (issue 21's probe saw a plain "passed")."""
+    failed at the check stage, never a plain "passed"."""
     source = (
         "import torch\n\ndef setup(n, device='cpu'):\n    return (torch.ones(n, device=device),)\n"
         "\ndef run(x):\n    return x * 2\n\ndef short(x):\n    return (x * 2)[:-1]\n"
