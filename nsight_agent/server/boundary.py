@@ -60,10 +60,11 @@ def lifespan_for(
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
         await anyio.to_thread.run_sync(sessions.mark_abandoned_runs, runs_root)
         session = sessions.open_session(runs_root, executor, ray_address)
+        warming = session.warm_up()
         try:
             yield ServerState(session=session, report_folders=report_folders)
         finally:
-            await anyio.to_thread.run_sync(session.close)
+            await anyio.to_thread.run_sync(session.close, warming)
 
     return lifespan
 

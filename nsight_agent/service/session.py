@@ -10,15 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from nsight_agent.engine import device
-from nsight_agent.engine.collection import budget
+from nsight_agent.engine import device, pinning
+from nsight_agent.engine.collection import budget, ncu
 from nsight_agent.engine.device import DeviceInfo
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.store import run_status
 from nsight_agent.engine.store.runs import default_runs_root
+from nsight_agent.errors import NcuNotFoundError
 from nsight_agent.service.measure import Executor, Measuring, Progress, WorkerPool
 
 ExecutorKind = Literal["local", "ray"]
+# A warm-up still starting its worker when the server ends is waited for this long (a worker
+# starts in seconds; one that hangs is killed with the pool after it).
+WARM_UP_WAIT_S = 60.0
 
 __all__ = ["DeviceInfo", "ExecutorKind", "Session", "default_runs_root"]
 
@@ -35,7 +39,31 @@ class Session:
         """Where one call of this session measures: its executor, its workers."""
         return Measuring(self.runs_root, self.executor, self.workers, on_progress, cancel)
 
-    def close(self) -> None:
+    def warm_up(self) -> threading.Thread | None:
+        """On a machine that can profile (a GPU and ncu here), start the executor's first
+        targets and warm workers in the background, so the server's first profile costs what
+        its later ones do; elsewhere nothing (the thread, to be joined before closing)."""
+        if not self.executor.checks_ncu_here or not pinning.has_gpu():
+            return None
+        try:
+            ncu.find_ncu()
+        except NcuNotFoundError:
+            return None
+        thread = threading.Thread(target=self._warm, name="nsight-agent-warm-up", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm(self) -> None:
+        try:
+            self.executor.warm_up()
+        except Exception as err:  # a first job starts them itself and reports what fails
+            logging.getLogger("nsight_agent").warning("warm-up at start failed: %s", err)
+
+    def close(self, warming: threading.Thread | None = None) -> None:
+        """End the workers and the executor, after a warm-up still starting them (else one
+        it starts late would outlive the session)."""
+        if warming is not None:
+            warming.join(WARM_UP_WAIT_S)
         self.workers.close()
         self.executor.close()
 
@@ -44,7 +72,7 @@ def open_session(
     runs_root: Path | None, kind: ExecutorKind = "local", ray_address: str | None = None
 ) -> Session:
     """The executor (Ray is imported only when asked for) and the warm workers; a worker
-    starts on the first call that needs it, not here. A local executor runs the pre-flights on
+    starts on the first call that needs it, or at a server's start (``Session.warm_up``). A local executor runs the pre-flights on
     the session's warm workers; Ray's nodes run their own. Call ``mark_abandoned_runs`` first."""
     workers = WorkerPool()
     executor: Executor

@@ -105,6 +105,9 @@ class Executor(ABC):
     def pool_info(self) -> dict[str, Any]:
         """What the pool holds and does: slots or nodes, GPUs, jobs running and queued."""
 
+    def warm_up(self) -> None:  # noqa: B027 - optional for executors holding nothing warm
+        """Start, in the background of a serving process, what a first job would wait for."""
+
     def close(self) -> None:  # noqa: B027 - optional for executors holding nothing
         """Stop taking jobs and let go of what the executor holds."""
 

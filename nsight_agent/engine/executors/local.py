@@ -18,6 +18,7 @@ one when it is ready.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import threading
 import time
@@ -138,6 +139,24 @@ class LocalExecutor(Executor):
         with self._cond:
             self._start_slots()
             self._start_targets()
+
+    def warm_up(self) -> None:
+        """Start what a first profile job would otherwise wait for: each GPU slot's pre-launched
+        targets and its warm worker (the pre-flight), so a server's first profile is served as
+        its later ones are. Slots without a GPU keep nothing warm."""
+        with self._cond:
+            self._start_slots()
+            self._start_targets()
+            gpu_slots = [s.device for s in self._slots if s.device != "cpu"]
+        if self._workers is None:
+            return
+        for slot in gpu_slots:
+            try:
+                self._workers.get(self._worker_device(slot)).start()
+            except Exception as err:  # the first job starts it again and reports the failure
+                logging.getLogger("nsight_agent").warning(
+                    "warm worker for %s did not start: %s", slot, err
+                )
 
     def target_pool(self, slot: str) -> TargetPool | None:
         """The pre-launched targets of ``slot``, once started (None: it keeps none)."""
