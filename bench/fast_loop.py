@@ -460,10 +460,11 @@ def main() -> None:
             phase()
         except Exception:  # one phase failing must not lose the others' numbers
             say(f"phase {name} FAILED:\n{traceback.format_exc()[-2000:]}")
+            RESULTS.setdefault("failed", {})[name] = traceback.format_exc()[-1500:]
         say(f"-- phase {name} done at {time.monotonic() - start:.0f} s")
+        if args.json:  # after each phase: a run cut by its limit keeps the phases before
+            args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
     summary()
-    if args.json:
-        args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -906,6 +906,13 @@ def merge_main(args: argparse.Namespace) -> int:
     meta = _portable_meta({**metas[-1], "merged": [str(p) for p in args.merge], "parts": metas})
     summary = write_outputs(args.out, meta, rows)
     print(json.dumps(summary, indent=1))
+    if args.results:
+        if str(ROOT) not in sys.path:  # run as a file: bench/ is on the path, the package is not
+            sys.path.insert(0, str(ROOT))
+        from bench.sweep_results import write_sweep
+
+        merged = {"meta": meta, "summary": summary, "rows": rows}
+        print(f"results: {write_sweep(merged, args.results)}")
     return 0
 
 
@@ -952,6 +959,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--deep", action="store_true", help="diagnose: every section the checks read")
     ap.add_argument("--runs-root", type=Path, help="default: a new folder under /tmp")
     ap.add_argument("--merge", nargs="+", type=Path, help="combine these JSON files, run nothing")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="with --merge: also write the merged sweep as DIR/kernelbench-sweep/<date>-<gpu>-"
+        "<commit>.json (e.g. bench/results)",
+    )
     ap.add_argument(
         "--fingerprint",
         action="store_true",
