@@ -36,7 +36,7 @@ CombineKernels = Literal["sum", "none"]
 MAX_CONFIGS = 64
 # The smallest change called faster or slower, in percent and, for times, in nanoseconds: on
 # the H200, identical variants whose 95 % intervals separated differed by up to 4.6 % (61 ns)
-# at 1.3 us and 0.7 % at 60 us (bench/effect_size.py, docs/BENCHMARKS.md): a fixed jitter of
+# at 1.3 us and 0.7 % at 60 us (bench/effect_size.py, docs/BENCHMARKS.md effect-size): a fixed jitter of
 # tens of ns at small sizes, a few tenths of a percent above; an agent would not act on less.
 MIN_EFFECT_PCT = 3.0
 MIN_EFFECT_NS = 100.0

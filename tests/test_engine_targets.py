@@ -626,7 +626,7 @@ def mean_times(run: RunResult) -> dict[tuple[Any, ...], float]:
 
 # Issue 24 was blocked on this: the pool took ncu's launch banner for a suspended target, and an
 # attached report keeps no NVTX state. With the banner read right and the call markers standing
-# in for NVTX (issue 37), all five cases passed on the H200 (eighteenth session, docs/GPU_RUNS.md).
+# in for NVTX (issue 37), all five cases passed on the H200.
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", list(prelaunch_cases()))
 def test_a_real_prelaunched_run_measures_what_a_cold_run_measures(

@@ -394,7 +394,7 @@ def test_the_bf16_gemm_is_labelled_with_its_tensor_precision() -> None:
 
 def test_the_users_kernel_is_the_users() -> None:
     """Its cause needs the deeper pass (SourceCounters); these are first-pass reports. On the
-    H200 through MCP the deeper pass named it: docs/GPU_RUNS.md, third session, call 4."""
+    H200 through MCP the deeper pass named it."""
     mine = [k for k in diagnosed("chain").kernels if k.diagnosis.kernel == "user_col_gather"]
     assert mine and mine[0].diagnosis.owner == Owner(kind="user", who="yours")
     assert mine[0].diagnosis.deeper and "SourceCounters" in mine[0].diagnosis.deeper

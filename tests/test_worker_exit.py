@@ -147,7 +147,7 @@ def test_a_fake_driver_is_started_in_the_order_cuda_needs(
     log.unlink()
     # warmup: the empty kernel is loaded, then launched and waited for inside the scope range
     # ncu profiles, opened through a domain object of its own (ncu stopped matching annotate's
-    # ranges once the warm-up's thread had opened one with the same cached handle: GPU_RUNS.md).
+    # ranges once the warm-up's thread had opened one with the same cached handle).
     # The NVTX calls stand in here, writing to the same log.
 
     class OwnDomain:

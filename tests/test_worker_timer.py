@@ -1,5 +1,5 @@
 """The timing path's clock: GPU activity attributed to calls through correlation ids, as the
-kineto events recorded on the H200 carry them (bench/probes/kineto_events.py, GPU_RUNS.md)."""
+kineto events recorded on the H200 carry them (bench/probes/kineto_events.py)."""
 
 from __future__ import annotations
 

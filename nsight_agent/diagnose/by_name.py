@@ -4,7 +4,7 @@ A section collects every counter of its tables and charts and runs its rules; th
 few of them. Five sections serve the diagnosis only through counters (the memory tables, warp
 state, the instruction mix, the compute pipes and the tensor roofline): asked for by name, what
 the checks read replaces their replay passes (on the H200 the memory tables alone were 2.5 s
-of a 9 s diagnosis, docs/BENCHMARKS.md). The cheap four keep their sections (their rules give
+of a 9 s diagnosis, bench/prelaunch.py --sections). The cheap four keep their sections (their rules give
 the bound's findings), and so does SourceCounters (per-instruction values, from patched SASS
 and warp sampling, which no counter name asks for).
 
@@ -43,7 +43,7 @@ _NOT_HELD = {
 }
 # Sections the one pass never collects: their counters by name would give the checks what the
 # sections never did. Asked for by name, the half-precision roofline's counters cost two planted
-# fp16-in, fp32-math matmuls their idle tensor cores (H200, gpu-visit 34): half adds, likely
+# fp16-in, fp32-math matmuls their idle tensor cores (H200): half adds, likely
 # the operands' conversions to fp32, dilute the MAC share under the check's threshold.
 NOT_IN_ONE_PASS = (dm.HALF_SECTION,)
 _PIPES = ("adu", "alu", "cbu", "lsu", "uniform", "xu")

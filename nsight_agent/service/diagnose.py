@@ -3,7 +3,7 @@
 From source: one ncu run with every section the checks read (every one a diagnosis could ask
 a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor precision),
 diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
-(docs/BENCHMARKS.md, "What the deeper pass costs"), the two passes cost 1.5-1.9x one run of
+(bench/deeper_pass.py), the two passes cost 1.5-1.9x one run of
 ncu's full set, as each pays ncu's start-up and the second replays every kernel again with
 the first's sections too. ``deep=False`` runs the cheap sections alone; ``staged=True`` the
 two passes (for the bench that compares them). With ``time_step``, one call is first timed
@@ -55,7 +55,7 @@ ONE_PASS_SECTIONS = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER if s not in FIRST
 # 30 replay passes were 2.5 s of a 9 s diagnosis on a target (H200); "sections" asks for every
 # section. The counters go into the report only (a kernel without one is no error). On the
 # H200 the counters' one pass was 1.62x a pre-launched profile against the sections' 2.85x, with
-# the planted kernels' first causes kept (docs/DIAGNOSIS.md, docs/GPU_RUNS.md).
+# the planted kernels' first causes kept (docs/DIAGNOSIS.md).
 TABLES = "MemoryWorkloadAnalysis_Tables"
 PASS_ENV = "NSIGHT_AGENT_DIAGNOSE_PASS"
 OnePass = Literal["sections", "tables", "counters"]

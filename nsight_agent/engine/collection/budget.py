@@ -41,7 +41,7 @@ UNLISTED_PASSES = 10
 # ten counters are not one pass, nor thirty).
 METRICS_PER_PASS = 4
 
-# Recorded on the H200 (docs/BENCHMARKS.md, issue 37): a cold ncu run of a small torch job
+# Recorded on the H200 (docs/BENCHMARKS.md, section-costs): a cold ncu run of a small torch job
 # 5.6 s; a replay pass of one kernel 0.04 s (2^20 floats) to 0.08 s (2^24: the memory tables'
 # 30 passes cost 2.5 s on a target).
 RECORDED_START_S = 5.6

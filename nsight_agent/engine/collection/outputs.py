@@ -18,7 +18,7 @@ from nsight_agent.engine.store.runs import OutputCheck, PreflightResult
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 
 # Below these, the timing path's times disagree with ncu's gpu__time_duration on the H200
-# (docs/BENCHMARKS.md): CUDA events read 15-75 % high under 50 us (launch and event overhead);
+# (docs/BENCHMARKS.md, perf): CUDA events read 15-75 % high under 50 us (launch and event overhead);
 # CUPTI's activity records read 0.5-1.1 us shorter than ncu's duration (ncu's interval also
 # holds the GPU's launch processing): 40 % at 2.7 us, 3.4 % at 31 us, 0.4 % at 125 us.
 SHORT_KERNEL_NS = {"cuda_events": 50_000.0, "cupti": 100_000.0}

@@ -7,7 +7,7 @@ runtime calls name, by correlation id, the GPU work it launched on any stream
 intervals: work on two streams that overlaps counts once, gaps between kernels (launch
 latency, host work) do not count, so a single kernel's time is its execution as CUPTI records
 it (0.5-1.1 us shorter than ncu's duration on the H200, which also holds the GPU's launch
-processing: docs/BENCHMARKS.md). Work left on a side stream that the entry did not join is
+processing: docs/BENCHMARKS.md, perf). Work left on a side stream that the entry did not join is
 counted too: the device is synchronised before the trace is read. A call one of whose kernel
 records CUPTI lost has no GPU time (it would read short) and is left out of the samples.
 

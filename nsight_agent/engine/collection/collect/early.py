@@ -5,7 +5,7 @@ The harness under ncu starts with the pre-flight, imports torch, brings CUDA up 
 a gate file (``program_io.wait_for_gate``); the pipeline writes the pre-flight's verdict there
 (the variants to skip) or "stop". Measuring still starts only after the pre-flight: what
 overlaps is the profiled interpreter's start, its imports and its CUDA context, with the
-pre-flight and a candidate's compile. On the H200 (2026-12-04, docs/GPU_RUNS.md) a
+pre-flight and a candidate's compile. On the H200 (2026-12-04) a
 ``load_inline`` candidate's first ncu call on a fresh machine cost 12.3 s beyond its compile
 this way and 15.6 s in the staged order; with the candidate built, the ncu stage took 3.8 s
 instead of 8.6 s; verdicts and values the same in every pair.
