@@ -58,6 +58,13 @@ def test_every_suite_is_listed_with_its_limit_and_results_file(capsys) -> None: 
     } <= set(suites.SUITES)
 
 
+def test_testing_md_names_every_suite_with_its_limit() -> None:
+    text = (results.ROOT / "docs" / "TESTING.md").read_text().split("## The bench suites")[1]
+    for name, suite in suites.SUITES.items():
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{name}` |")), "")
+        assert f"| {suite.limit_s} s |" in row, name
+
+
 FILE_NAME = re.compile(r"\d{4}-\d\d-\d\d-[a-z0-9-]+-([0-9a-f]{7}(-dirty)?|unrecorded)\.json")
 
 
