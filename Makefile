@@ -5,7 +5,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: venv test lint demo gpu-test clean
+.PHONY: venv test lint demo gpu-test bench benchmarks-doc clean
 
 $(BIN)/nsight-agent: pyproject.toml scripts/setup-venv
 	PY=$(PY) bash scripts/setup-venv $(VENV)
@@ -26,6 +26,15 @@ demo: venv
 
 gpu-test: venv
 	bash scripts/gpu-check
+
+# The bench suites on a machine with a GPU (docs/TESTING.md): make bench SUITES="perf prelaunch"
+SUITES ?= all
+bench: venv
+	$(BIN)/python -m bench run $(SUITES)
+
+# docs/BENCHMARKS.md from the newest results in bench/results
+benchmarks-doc: venv
+	$(BIN)/python -m bench docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

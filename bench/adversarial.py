@@ -1,9 +1,10 @@
-"""Variants written to game compare_variants, through a real MCP client, on both methods
-(issue 20), and the timing path against ncu on kernels from about 2 us to 5 ms.
+"""Variants written to game compare_variants, through a real MCP client, on both methods,
+and the timing path against ncu on kernels from about 2 us to 5 ms.
 
-Phases (one run, on the GPU machine, from the repository root)::
+Phases (one run, on a machine with a GPU and ncu, from the repository root; the
+``adversarial`` suite runs the first)::
 
-    bash .whl/gpu-run.sh 'python3 -m bench.adversarial --json $OUT/adversarial.json'
+    python3 -m bench.adversarial --json adversarial.json
 
 1. suite: ``tests/fixtures/adversarial/softmax_games.py`` (softmax, 4096 rows, 1000 and 4096
    columns, 10 runs; its setup seeds a generator of its own) through ``compare_variants`` with

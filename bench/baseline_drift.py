@@ -1,4 +1,4 @@
-"""Between-run drift and the regression gate on a GPU (issue 25), through the service layer.
+"""Between-run drift and the regression gate on a GPU, through the service layer.
 
 1. Drift: the same kernel (a compute-bound Triton loop, 3 sizes) timed ``--rounds`` times,
    ``--gap`` seconds apart, each round on a fresh warm worker (a new process, as a CI job
@@ -15,13 +15,13 @@
    ``environment.json`` says another ncu version. A real second ncu run of the same source
    against the ncu baseline is also shown (expected ``within_noise``).
 
-Run on the GPU machine from the repository root (about 4 minutes with the defaults)::
+On a machine with a GPU and ncu, from the repository root (about 4 minutes with the
+defaults; the ``baseline-drift`` suite runs it)::
 
-    bash .whl/gpu-run.sh 'python3 -m bench.baseline_drift --json $OUT/baseline_drift.json'
+    python3 -m bench.baseline_drift --json baseline_drift.json
 
-For the issue's hour-long measurement: ``--rounds 13 --gap 300``. Copy the summary into
-docs/BASELINES.md and set DRIFT_RSD_PCT to the suggested value. Exit status 1 when an
-expectation failed.
+Drift over an hour: ``--rounds 13 --gap 300``. The summary suggests a value for
+DRIFT_RSD_PCT. Exit status 1 when an expectation failed.
 """
 
 from __future__ import annotations

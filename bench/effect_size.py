@@ -1,7 +1,8 @@
 """How far apart identical variants land, and so the smallest effect worth calling faster or
-slower (issue 38, part 1). On the GPU machine, from the repository root::
+slower. On a machine with a GPU and ncu, from the repository root (the ``effect-size``
+suite runs the held-out part)::
 
-    bash .whl/gpu-run.sh 'python3 bench/effect_size.py --json $OUT/effect_size.json'
+    python3 bench/effect_size.py --json effect_size.json
 
 One Triton kernel (a chain of ``y = y * a + b`` with a = 1, b = 0 read at run time, so the
 output equals the input whatever the chain's length) at four sizes, about 2 us, 10 us, 50 us

@@ -1,4 +1,4 @@
-"""The fast loop on a GPU (issue 11), side by side in one run, alternating so drift hits both.
+"""The fast loop on a GPU, side by side in one run, alternating so drift hits both.
 
 1. MCP: a real client over stdio against ``nsight-agent serve``. Alternating, per round: the
    raw floor (python + torch + one kernel under ncu, one metric; and without ncu), a cold
@@ -13,14 +13,14 @@
    engine through the name-only ``nsight`` alias (bench/nsight_alias.py), alternating who goes
    first; each beside its two-process floor (the script's imports, then the raw ncu floor).
 
-Run on the GPU machine from the repository root (wheels from ``../shared/device/wheels.sh
-"nsight-python==0.9.6" cachebox``; the peer's example files fetched into ``.peer/``)::
+On a machine with a GPU and ncu, from the repository root (for the third phase,
+nsight-python 0.9.6 installed and its examples folder at its v0.9.6 tag, e.g. in ``.peer/``;
+the ``perf`` suite runs the first two phases, ``peer`` the third)::
 
-    bash .whl/gpu-run.sh 'python3 -m bench.fast_loop --rounds 3 \\
-        --peer-examples .peer/nsight-python-0.9.6/examples --json $OUT/fast_loop.json'
+    python3 -m bench.fast_loop --rounds 3 \\
+        --peer-examples .peer/nsight-python-0.9.6/examples --json fast_loop.json
 
-Prints one line per measurement and a summary of ratios (medians); copy it into
-docs/BENCHMARKS.md with the date, GPU, driver and commit.
+Prints one line per measurement and a summary of ratios (medians).
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def run(*xs):
     RESULTS["agreement"] = rows
 
 
-# nsight-python 0.9.6's examples that issue 37 compares: minimal, sweep, Triton, combined kernels.
+# nsight-python 0.9.6's examples compared: minimal, sweep, Triton, combined kernels.
 PEER_EXAMPLES = ("00_", "02_", "07_", "10_")
 
 
@@ -460,10 +460,11 @@ def main() -> None:
             phase()
         except Exception:  # one phase failing must not lose the others' numbers
             say(f"phase {name} FAILED:\n{traceback.format_exc()[-2000:]}")
+            RESULTS.setdefault("failed", {})[name] = traceback.format_exc()[-1500:]
         say(f"-- phase {name} done at {time.monotonic() - start:.0f} s")
+        if args.json:  # after each phase: a run cut by its limit keeps the phases before
+            args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
     summary()
-    if args.json:
-        args.json.write_text(json.dumps(RESULTS, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A sweep over KernelBench's problems (issue 36, part 5), read from a pinned checkout of the
+"""A sweep over KernelBench's problems, read from a pinned checkout of the
 public KernelBench repository (``--kb``, e.g. ``.kb``; its commit in ``<kb>/COMMIT``), never
 copied into this one. Four phases, each usable alone (``--phase``, repeatable):
 
@@ -26,16 +26,16 @@ process never touches CUDA; only the peer's subprocesses do.
 A global budget (``--budget-s``) stops new problems from starting; the rest are recorded as
 "not run (budget)", and a problem started late gets at most half of what is left (a failure
 from a limit so shortened says "budget-limited"). The JSON (every row and a summary) and a
-markdown table for docs/BENCHMARKS.md are rewritten after every problem, so a run cut off
+markdown table are rewritten after every problem, so a run cut off
 still keeps what ran. Rows already in ``DIR/kernelbench_sweep.json`` are kept (a new row
 replaces its problem's old one); ``--skip N`` starts each phase at its N-th problem (to go
 on where a call stopped), ``--files A.py,B.py`` runs only those problems (e.g. again, after a
 fix), ``--shard K/N`` only every N-th from the K-th (N processes, each on a GPU of its own:
 ``CUDA_VISIBLE_DEVICES``) and ``--merge`` combines the JSON of several calls::
 
-    bash .whl/gpu-run.sh 'python3 bench/kernelbench_sweep.py --kb .kb --out $OUT/kb \\
-        --phase timing --levels 2,3 --budget-s 420'
-    python3 bench/kernelbench_sweep.py --out DIR --merge A.json B.json
+    python3 bench/kernelbench_sweep.py --kb .kb --out kb --phase timing --levels 2,3 \\
+        --budget-s 420
+    python3 bench/kernelbench_sweep.py --out DIR --merge A.json B.json --results bench/results
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ def _cell(value: Any, unit: str = "") -> str:
 
 def markdown(meta: dict[str, Any], rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     lines = [
-        "### KernelBench sweep (issue 36): `bench/kernelbench_sweep.py`",
+        "### KernelBench sweep: `bench/kernelbench_sweep.py`",
         "",
         f"KernelBench commit {meta.get('kb_commit') or '?'}; ours {meta.get('commit') or '?'}; "
         f"{meta.get('gpu') or 'no GPU'}; {meta.get('date', '?')}.",
@@ -803,7 +803,7 @@ def _version(package: str) -> str | None:
 def source_fingerprint(root: Path = ROOT) -> str:
     """What code ran, from its files: the package's sources and the harness templates, hashed
     by path and content. A commit read from git can be stale where the tree was copied
-    without its history (the device's copy said 1d6d7eb for a later tree, 2026-12-04);
+    without its history (a copy's git can name an older commit than its files);
     ``--fingerprint`` at a checkout prints the value to match."""
     digest = hashlib.sha256()
     files = [*(root / "nsight_agent").rglob("*.py"), *(root / "templates").glob("*")]
@@ -906,6 +906,13 @@ def merge_main(args: argparse.Namespace) -> int:
     meta = _portable_meta({**metas[-1], "merged": [str(p) for p in args.merge], "parts": metas})
     summary = write_outputs(args.out, meta, rows)
     print(json.dumps(summary, indent=1))
+    if args.results:
+        if str(ROOT) not in sys.path:  # run as a file: bench/ is on the path, the package is not
+            sys.path.insert(0, str(ROOT))
+        from bench.sweep_results import write_sweep
+
+        merged = {"meta": meta, "summary": summary, "rows": rows}
+        print(f"results: {write_sweep(merged, args.results)}")
     return 0
 
 
@@ -952,6 +959,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--deep", action="store_true", help="diagnose: every section the checks read")
     ap.add_argument("--runs-root", type=Path, help="default: a new folder under /tmp")
     ap.add_argument("--merge", nargs="+", type=Path, help="combine these JSON files, run nothing")
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="with --merge: also write the merged sweep as DIR/kernelbench-sweep/<date>-<gpu>-"
+        "<commit>.json (e.g. bench/results)",
+    )
     ap.add_argument(
         "--fingerprint",
         action="store_true",

@@ -1,7 +1,7 @@
 """A temporary ``nsight`` package that only re-exports nsight-agent's names, so code written for
 nsight-python (its test suite, its examples) runs unchanged against our engine.
 
-Used by scripts/run-nsight-python-suite, bench/fast_loop.py and bench/probes/replay_floor.py;
+Used by scripts/run-nsight-python-suite and bench/fast_loop.py;
 never installed.
 """
 

@@ -1,4 +1,4 @@
-"""Pre-launched ncu targets (issue 24) on a GPU, side by side in one run, alternating per round.
+"""Pre-launched ncu targets on a GPU, side by side in one run, alternating per round.
 
 Two ``nsight-agent serve`` over stdio, each driven by a real MCP client: one with
 ``NSIGHT_AGENT_TARGETS=0`` (every ncu run cold, as before) and one with ``NSIGHT_AGENT_TARGETS=1``.
@@ -23,18 +23,17 @@ headline beside the default's (every section the checks read only counters of, b
 same run, nsight-python 0.9.6's examples against ours (``bench.fast_loop``).
 
 ``--sections``: then, on the pre-launched server, what each section a diagnosis reads costs
-on a target (issue 37, part 3): the Triton kernel profiled as ``diagnose_kernel`` collects it
+on a target: the Triton kernel profiled as ``diagnose_kernel`` collects it
 (one warm-up, one run, its metrics) with no section, the first pass's four, all ten, all ten
 but one (each in turn), then the one pass with the tables or every counter section by name,
 each ncu stage's seconds from the run's status record.
 
 Prints one line per measurement and, at the end, a JSON with every time, the medians, the
 ratios to the floor and the collection path of each call; ``--out DIR`` also writes it to
-DIR/prelaunch.json. On the GPU machine, from the repository root::
+DIR/prelaunch.json. On a machine with a GPU and ncu, from the repository root (the
+``prelaunch`` suite runs 2 rounds)::
 
-    bash .whl/gpu-run.sh 'python3 -m bench.prelaunch --rounds 3 --out $OUT'
-
-About 4-6 minutes with 3 rounds on an H200.
+    python3 -m bench.prelaunch --rounds 3 --out DIR
 """
 
 from __future__ import annotations
@@ -338,11 +337,11 @@ def summary(out: dict[str, Any]) -> dict[str, Any]:
         if medians.get("cold") and medians.get("prelaunched")
         else None,
         "burst_prelaunched": f"{prelaunched} of {len(out['paths']['burst'])}",
-        # issue 37: diagnose_kernel from source at most 2x one pre-launched profile_kernel
+        # diagnose_kernel from source against one pre-launched profile_kernel
         "diagnose_over_prelaunched": round(medians["diagnose"] / medians["prelaunched"], 3)
         if medians.get("diagnose") and medians.get("prelaunched")
         else None,
-        # ... and against a pre-launched profile of the same (Triton) kernel, as the issue says
+        # ... and against a pre-launched profile of the same (Triton) kernel
         "diagnose_over_same_kernel": round(medians["diagnose"] / medians["triton"], 3)
         if medians.get("diagnose") and medians.get("triton")
         else None,

@@ -1,4 +1,4 @@
-"""The Ray executor on two GPUs (issue 14): two jobs at once take about the time of one.
+"""The Ray executor on two GPUs: two jobs at once take about the time of one.
 
 A real MCP client over stdio against ``nsight-agent serve --executor ray`` with no
 ``--ray-address``, so the server starts a local Ray cluster over this machine's GPUs (one
@@ -19,14 +19,13 @@ A real MCP client over stdio against ``nsight-agent serve --executor ray`` with 
    comes back marked ``cancelled`` and the next call runs on the same host (it stayed warm).
 7. ``device_info`` again: each host, its GPU and the jobs it ran.
 
-Run on the 2-GPU machine (2 x H200, ncu) from the repository root, Ray installed (the dev or
-ray extra; for a lent device, ``../shared/device/wheels.sh ray`` then carry ``[".whl"]``)::
+On a machine with two GPUs and ncu, from the repository root, Ray installed (the dev or
+ray extra); the ``ray`` suite runs it::
 
-    bash .whl/gpu-run.sh 'python3 -m bench.ray_pool --rounds 3 --json $OUT/ray_pool.json'
+    python -m bench.ray_pool --rounds 3 --json ray_pool.json
 
-or, where the venv has everything: ``python -m bench.ray_pool --rounds 3 --json ray_pool.json``.
-Prints one line per measurement and a summary (medians; target pair/single about 1.0); copy it
-into docs/BENCHMARKS.md with the date, GPUs, driver and commit. ``--dry-run`` (for a machine
+Prints one line per measurement and a summary (medians; target pair/single about 1.0).
+``--dry-run`` (for a machine
 without GPU or ncu) runs only ``device_info`` and one ``profile_kernel`` and prints the answers.
 """
 

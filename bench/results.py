@@ -18,6 +18,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+UNRECORDED = "unrecorded"  # a field the run that measured a figure did not record
 
 
 def _quiet(argv: list[str]) -> str | None:
@@ -84,19 +85,33 @@ def portable(text: str) -> str:
     return re.sub(r"/tmp/[^\s\"'\\]+", "<tmp>", text)
 
 
-def write(suite: str, payload: dict[str, Any], root: Path = RESULTS) -> Path:
-    """``payload`` (inputs and figures) with the environment, as the suite's newest file."""
-    env = environment()
-    day = env["date"][:10]
-    path = root / suite / f"{day}-{slug(env['gpu'])}-{env['commit'].replace('+', '-')}.json"
+def file_name(env: dict[str, Any]) -> str:
+    """``<date>-<gpu>-<commit>.json`` of an environment: sorted by name, the newest is last."""
+    commit = str(env.get("commit") or UNRECORDED).replace("+", "-")
+    return f"{str(env['date'])[:10]}-{slug(env.get('gpu'))}-{commit}.json"
+
+
+def write(
+    suite: str, payload: dict[str, Any], root: Path = RESULTS, env: dict[str, Any] | None = None
+) -> Path:
+    """``payload`` (inputs and figures) with the environment, as the suite's newest file;
+    ``env`` where the figures were measured elsewhere (this machine's otherwise)."""
+    env = env or environment()
+    path = root / suite / file_name(env)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"suite": suite, "environment": env, **payload}, indent=1)
     path.write_text(portable(text) + "\n")
     return path
 
 
-def latest(suite: str, root: Path = RESULTS, before: Path | None = None) -> dict[str, Any] | None:
-    """The suite's newest results file (older than ``before`` when given), read; None if none."""
+def newest(suite: str, root: Path = RESULTS, before: Path | None = None) -> Path | None:
+    """The suite's newest results file (older than ``before`` when given); None if none."""
     folder = root / suite
     found = sorted(p for p in folder.glob("*.json") if before is None or p.name < before.name)
-    return json.loads(found[-1].read_text()) if found else None
+    return found[-1] if found else None
+
+
+def latest(suite: str, root: Path = RESULTS, before: Path | None = None) -> dict[str, Any] | None:
+    """The suite's newest results file (older than ``before`` when given), read; None if none."""
+    path = newest(suite, root, before)
+    return json.loads(path.read_text()) if path else None

@@ -1,5 +1,5 @@
 """What each section costs under ncu on this GPU: the measurements a profiling budget
-(issue 37, part 3: ``options.budget_s``) would choose sections by. On a GPU with ncu.
+(``options.budget_s``) would choose sections by. On a GPU with ncu.
 
 One probe kernel (``bench/probes/ncu_passthrough.py``, ``run_sfu``), one config, through the
 profile use case, each call one cold ncu run:

@@ -1,4 +1,4 @@
-"""The step view through a real MCP client (issue 23), on a GPU machine with ncu.
+"""The step view through a real MCP client, on a GPU machine with ncu.
 
 Starts ``nsight-agent serve`` over stdio, calls ``diagnose_kernel`` on the two step examples
 (examples/contract/torch_encoder_layer.py, step_unfused_chain.py) and keeps, per call: the wall

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import time
 from pathlib import Path
 
-from bench import results, suites
+from bench import kernelbench_sweep, results, steps, suite_verdicts, suites
 from bench.__main__ import main
 
 
@@ -32,15 +35,120 @@ def test_gpu_names_become_short_file_names() -> None:
     assert results.slug(None) == "cpu"
 
 
-def test_every_suite_is_listed_by_name(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_every_suite_is_listed_with_its_limit_and_results_file(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["list"]) == 0
-    listed = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()]
-    assert listed == list(suites.SUITES)
-    assert set(listed) == {"gpu-tests", "conformance", "examples", "adversarial", "kernelbench"}
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == list(suites.SUITES)
+    for name, line in zip(suites.SUITES, lines, strict=True):
+        limit = suites.SUITES[name].limit_s
+        assert f"limit {limit} s; writes bench/results/{name}/<date>-<gpu>-<commit>.json; " in line
+        assert 0 < limit <= 540, f"{name}: one suite must fit one 600 s command"
+    assert {
+        "gpu-tests",
+        "conformance",
+        "examples",
+        "mcp-session",
+        "adversarial",
+        "kernelbench",
+        "perf",
+        "prelaunch",
+        "effect-size",
+        "section-costs",
+        "gate",
+    } <= set(suites.SUITES)
+
+
+def test_testing_md_names_every_suite_with_its_limit() -> None:
+    text = (results.ROOT / "docs" / "TESTING.md").read_text().split("## The bench suites")[1]
+    for name, suite in suites.SUITES.items():
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{name}` |")), "")
+        assert f"| {suite.limit_s} s |" in row, name
+
+
+FILE_NAME = re.compile(r"\d{4}-\d\d-\d\d-[a-z0-9-]+-([0-9a-f]{7}(-dirty)?|unrecorded)\.json")
+
+
+def test_every_results_file_is_a_suite_s_and_names_where_it_ran() -> None:
+    folders = [p for p in results.RESULTS.iterdir() if p.is_dir()]
+    assert folders
+    for folder in folders:
+        assert folder.name in suites.SUITES or folder.name in suites.RECORDED, folder.name
+        for path in folder.iterdir():
+            assert FILE_NAME.fullmatch(path.name), path
+            data = json.loads(path.read_text())
+            assert data["suite"] == folder.name
+            assert path.name == results.file_name(data["environment"])
+            assert set(data["environment"]) >= {"date", "commit", "gpu", "driver", "ncu", "python"}
 
 
 def test_the_kernelbench_sample_names_recorded_problems() -> None:
     """Each sampled problem has a row in the recorded sweep, so the new run sits beside it."""
-    timing, diagnose = suites._recorded("timing"), suites._recorded("diagnose")
-    assert all(any(f == name for _, f in timing) for name in suites.KB_TIMING_SAMPLE)
-    assert all(any(f == name for _, f in diagnose) for name in suites.KB_DIAGNOSE_SAMPLE)
+    timing = suite_verdicts.recorded_sweep("timing")
+    diagnose = suite_verdicts.recorded_sweep("diagnose")
+    assert all(any(f == name for _, f in timing) for name in suite_verdicts.KB_TIMING_SAMPLE)
+    assert all(any(f == name for _, f in diagnose) for name in suite_verdicts.KB_DIAGNOSE_SAMPLE)
+
+
+def test_a_merged_sweep_becomes_a_results_file_with_the_runs_environment(tmp_path: Path) -> None:
+    row = {"phase": "timing", "index": 0, "level": 1, "status": "ok", "cause": None, "seconds": 1.0}
+    metas = [
+        {
+            "date": "2026-01-01 10:00 UTC",
+            "commit": "1111111",
+            "gpu": "NVIDIA H200, 580.1",
+            "ncu": "Version 2025.3.1.0",
+            "python": "3.12.3",
+            "torch": "2.11.0",
+        },
+        {
+            "date": "2026-01-02 11:00 UTC",
+            "commit": "2222222",
+            "gpu": "NVIDIA H200, 580.1",
+            "ncu": "Version 2025.3.1.0",
+            "python": "3.12.3",
+        },
+    ]
+    parts = []
+    for k, meta in enumerate(metas):
+        part = tmp_path / f"part{k}.json"
+        part.write_text(json.dumps({"meta": meta, "rows": [{**row, "file": f"{k}_P.py"}]}))
+        parts.append(str(part))
+    out = ["--out", str(tmp_path / "merged"), "--results", str(tmp_path / "results")]
+    assert kernelbench_sweep.main([*out, "--merge", *parts]) == 0
+    (path,) = (tmp_path / "results" / "kernelbench-sweep").iterdir()
+    assert path.name == "2026-01-02-h200-2222222.json"
+    data = json.loads(path.read_text())
+    assert data["environment"] == {
+        "date": "2026-01-02 11:00 UTC",
+        "commit": "2222222",
+        "gpu": "NVIDIA H200",
+        "driver": "580.1",
+        "ncu": "Version 2025.3.1.0",
+        "python": "3.12.3",
+        "torch": results.UNRECORDED,
+        "commits": ["1111111", "2222222"],
+    }
+    assert [r["file"] for r in data["rows"]] == ["0_P.py", "1_P.py"]
+
+
+def test_a_step_past_its_limit_is_killed_with_its_children(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    argv = ["bash", "-c", f"sleep 60 & echo $! > {pid_file}; echo started; wait"]
+    done = steps.command(argv, 2)
+    assert done["rc"] == 124 and "started" in done["stdout"]
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
+    found = steps.script(argv, 1, tmp_path / "never.json")
+    assert found["results"] is None and found["run"]["rc"] == 124
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.is_file() and status.read_text().split()[2] == "Z")  # a zombie is gone

@@ -131,7 +131,7 @@ def test_the_counters_are_what_the_checks_read_from_a_sections_report(
 
 def test_no_counter_is_of_a_section_the_one_pass_does_not_collect() -> None:
     """The half-precision roofline is no section of the one pass: with its counters by name,
-    two planted matmuls lose their first cause on the H200 (bench/probes/planted_from_source.py).
+    two planted matmuls lose their first cause on the H200.
     The one pass and the sections must read alike."""
     from nsight_agent.service.diagnose import ONE_PASS_SECTIONS
 

@@ -205,7 +205,7 @@ def ho_tl_silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, x * tl.sigmoid(x), mask=mask)
 
 
-# ------------------------------------------------------------ issue 23 additions
+# ------------------------------------------------------------ more planted kernels
 # fp16_nodot (tuning): a half-precision GEMM tile written as a broadcast multiply and a sum
 # over k instead of tl.dot: every MAC is a CUDA-core FMA, the tensor cores stay idle.
 @triton.jit

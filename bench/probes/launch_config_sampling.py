@@ -1,4 +1,4 @@
-"""Probe (issue 36's step view): can ncu profile one launch per launch configuration of a large
+"""Probe (the step view): can ncu profile one launch per launch configuration of a large
 step, and do those launches stand for the rest?
 
 Under ncu with the step view's cheap sections a step costs about 0.5 s a launch on the H200

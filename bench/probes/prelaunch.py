@@ -1,4 +1,4 @@
-"""Probe ncu's launch/attach mode for pre-launched targets (issue 24), on a GPU machine with ncu.
+"""Probe ncu's launch/attach mode for pre-launched targets, on a GPU machine with ncu.
 
 A target is a Python process started under ``ncu --mode launch`` that imports torch and
 triton, writes a ready file, waits for a job file, then runs a few kernels (the first CUDA
@@ -14,7 +14,7 @@ call suspends it until a profiler attaches). Each case below is timed and its ou
   two          two targets at once on two ports
   kill         the launcher killed while its target waits: is the target left behind?
 
-``--scoping`` (issue 37) asks how an attached report can be tied to the job's calls without
+``--scoping`` asks how an attached report can be tied to the job's calls without
 NVTX: the harness's call markers (an empty Triton kernel whose grid names the call, launched
 before and after it) and ``--profile-from-start off`` with cudaProfilerStart/Stop around it,
 at the attach and at the launch. Each case lists every profiled kernel with its grid.

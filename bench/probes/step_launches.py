@@ -1,4 +1,4 @@
-"""Probe (issue 36's step view): how many kernel launches one forward step of each KernelBench
+"""Probe (the step view): how many kernel launches one forward step of each KernelBench
 level-3 model makes, and how many distinct launch configurations they fall into.
 
 A step costs ncu about 0.5 s a launch with the step view's cheap sections on the H200, so the

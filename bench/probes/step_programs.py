@@ -1,4 +1,4 @@
-"""Whole steps for the step view (issue 23), recorded under ncu by ``scripts/record-steps``.
+"""Whole steps for the step view, recorded under ncu by ``scripts/record-steps``.
 
 Each step runs twice for warm-up, then once inside the NVTX start/end range ``step`` (process
 wide, so the backward pass on autograd's thread is inside it too) with torch's operator ranges
@@ -15,9 +15,9 @@ and shapes on (``torch.autograd.profiler.emit_nvtx(record_shapes=True)``), as nc
   tiny        launch-bound: a per-tensor SGD update over 48 small tensors (48 tiny kernels)
   tiny_ho     held out for the launch rule: per-tensor gradient norms and clipping of 16
               small tensors (reductions and scalings, one launch each)
-  layer_ho    held out for the never-silent rule (issue 38, part 4; written with its
+  layer_ho    held out for the never-silent rule (written with its
               expectation before any recording; recorded and scored on the H200 on
-              2026-12-04, every expectation met: docs/GPU_RUNS.md): a bf16 attention block
+              2026-12-04, every expectation met): a bf16 attention block
               (cuBLAS), a depthwise conv1d (cuDNN), an unfused fp32 chain over one tensor
               (cast, scale, bias, GELU, residual) and the user's Triton kernel
               ``user_col_scale``. Expected, read as a report alone: unfused_chain fires; no

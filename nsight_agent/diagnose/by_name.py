@@ -43,7 +43,7 @@ _NOT_HELD = {
 }
 # Sections the one pass never collects: their counters by name would give the checks what the
 # sections never did. Asked for by name, the half-precision roofline's counters cost two planted
-# fp16-in, fp32-math matmuls their idle tensor cores (H200, bench/probes/planted_from_source.py): half adds, likely
+# fp16-in, fp32-math matmuls their idle tensor cores (H200): half adds, likely
 # the operands' conversions to fp32, dilute the MAC share under the check's threshold.
 NOT_IN_ONE_PASS = (dm.HALF_SECTION,)
 _PIPES = ("adu", "alu", "cbu", "lsu", "uniform", "xu")

@@ -1,0 +1,303 @@
+"""docs/BENCHMARKS.md's tables of the suites that measure: the smallest effect, drift and the
+gate, the server's speed, pre-launched targets, nsight-python beside us, section costs and
+two GPUs. Each takes a suite's results file (read) and returns its blocks of markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.doc_format import cell, median, ratio, seconds, step_line, table, us
+
+
+def _figures(data: dict[str, Any], step: str) -> tuple[list[str], dict[str, Any]]:
+    """A one-script suite's step line and its figures ({} where it wrote none)."""
+    if "skipped" in data:
+        return [f"Skipped: {data['skipped']}."], {}
+    return [step_line(step, data)], data.get("results") or {}
+
+
+def _changed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["group"] in ("same", "side") and r["change_pct"] is not None]
+
+
+def effect_size(data: dict[str, Any]) -> list[str]:
+    blocks, found = _figures(data, "held_out")
+    rows = []
+    for call in found.get("held_out", []):
+        for config in sorted({r["config"] for r in call["rows"]}):
+            mine = [r for r in call["rows"] if r["config"] == config]
+            same = _changed(mine)
+            called = sum(r["verdict"] in ("faster", "slower") for r in same)
+            bare = sum(r["intervals_only"] in ("faster", "slower") for r in same)
+            worst = max((abs(r["change_pct"]) for r in same), default=None)
+            slow = next((r for r in mine if r["variant"] == "slower5"), {})
+            change = slow.get("change_pct")
+            said = (
+                f"{change:+.2f} % {slow.get('verdict')}"
+                if change is not None
+                else slow.get("verdict")
+            )
+            rows.append(
+                [
+                    call["method"],
+                    us(mine[0].get("base_time")),
+                    f"{called} of {len(same)} / {bare}",
+                    None if worst is None else f"{worst:.2f} %",
+                    said,
+                ]
+            )
+    header = [
+        "method",
+        "base time",
+        "identical called faster/slower (rule / intervals alone)",
+        "largest change of an identical",
+        "5 % slower variant",
+    ]
+    if rows:
+        blocks.append(f"The rule: min_effect_pct {found.get('default_min_effect_pct')} %.")
+        blocks.append(table(header, rows))
+    return blocks
+
+
+def baseline_drift(data: dict[str, Any]) -> list[str]:
+    blocks, found = _figures(data, "drift")
+    drift = found.get("drift")
+    if drift:
+        rows = [
+            [
+                ", ".join(f"{k}={v}" for k, v in c["config"].items()),
+                f"{c['rsd_pct']:.2f} %",
+                f"{c['range_pct']:.2f} %",
+            ]
+            for c in drift["configs"]
+        ]
+        blocks.append(
+            f"{drift['rounds']} rounds {drift['gap_s']} s apart, each on a fresh worker; the "
+            f"gate allows {found.get('drift_constant')} % (DRIFT_RSD_PCT), this run suggests "
+            f"{drift['suggested']} %."
+        )
+        blocks.append(table(["config", "RSD of the rounds' medians", "max / min - 1"], rows))
+    cases = []
+    for key, what in (
+        ("gate_same", "the same source"),
+        ("gate_slow", "a 10 % slower variant"),
+        ("standin_gpu", "a run on another GPU"),
+        ("ncu_rerun", "an ncu re-run"),
+        ("standin_ncu", "a run with another ncu"),
+    ):
+        d = found.get(key)
+        if isinstance(d, dict):
+            verdict = (d.get("overall") or {}).get("verdict")
+            reasons = "; ".join(d.get("reasons") or [])
+            cases.append([what, d.get("comparable"), d.get("regression"), verdict, reasons])
+    if cases:
+        blocks.append(
+            table(["against the baseline", "comparable", "regression", "verdict", "why"], cases)
+        )
+    if "failed" in found:
+        failed = found["failed"]
+        blocks.append(
+            "Every expectation held." if not failed else "Failed: " + "; ".join(failed) + "."
+        )
+    return blocks
+
+
+def gate(data: dict[str, Any]) -> list[str]:
+    blocks, found = _figures(data, "gate")
+    summary = found.get("summary") or {}
+    if summary:
+        blocks.append(
+            table(["what", "value"], [[k.replace("_", " "), v] for k, v in summary.items()])
+        )
+    return blocks
+
+
+def perf(data: dict[str, Any]) -> list[str]:
+    blocks, found = _figures(data, "fast_loop")
+    lat = found.get("latency") or {}
+    floor = median(lat.get("floor_ncu"))
+    rows = [
+        ["raw floor: python, torch, one kernel under ncu, one metric", floor, None],
+        ["the same without ncu", median(lat.get("floor_plain")), None],
+        [
+            "cold profile_kernel (ncu), the floor's torch kernel, 1 config, 1 run",
+            median(lat.get("cold_ncu_torch")),
+            ratio(median(lat.get("cold_ncu_torch")), floor),
+        ],
+        [
+            "cold profile_kernel (ncu), a Triton source, 1 config, 1 run",
+            median(lat.get("cold_ncu")),
+            ratio(median(lat.get("cold_ncu")), floor),
+        ],
+        ["warm profile_kernel, timing, 1 config, compiled", median(lat.get("warm_timing")), None],
+        ["a server's first call (worker start, Triton compile)", found.get("warm_first_s"), None],
+        [
+            "timing call on a new source",
+            median((found.get("new_source") or {}).get("call_s")),
+            None,
+        ],
+        [
+            "compare_variants, 4 variants x 3 configs, timing",
+            median(found.get("compare_4x3_timing_s")),
+            None,
+        ],
+        [
+            "broken source on a warm server, timing",
+            median((found.get("broken_s") or {}).get("timing")),
+            None,
+        ],
+        [
+            "broken source on a warm server, ncu",
+            median((found.get("broken_s") or {}).get("ncu")),
+            None,
+        ],
+    ]
+    if lat:
+        blocks.append(
+            table(
+                ["call (medians)", "seconds", "against the floor"],
+                [[w, seconds(s), r] for w, s, r in rows],
+            )
+        )
+    if found.get("gaming"):
+        said = "; ".join(f"{m}: {v}" for m, v in found["gaming"].items())
+        blocks.append(f"Variants that memoise by shape or hand back a stale result: {said}.")
+    agree = found.get("agreement") or []
+    if agree:
+        blocks.append("The timing path's median against ncu's `gpu__time_duration.sum` mean:")
+        blocks.append(
+            table(
+                ["kernel", "timing", "ncu", "ratio"],
+                [
+                    [
+                        r["label"],
+                        us(r["timing_ns"]),
+                        us(r["ncu_ns"]),
+                        f"{r['timing_ns'] / r['ncu_ns']:.3f}",
+                    ]
+                    for r in agree
+                ],
+            )
+        )
+    for phase, why in (found.get("failed") or {}).items():
+        blocks.append(f"Phase `{phase}` failed: `{why.strip().splitlines()[-1]}`.")
+    return blocks
+
+
+PRELAUNCH_SIDES = {
+    "floor": "raw floor: ncu, python, torch, one kernel, one metric",
+    "cold": "profile_kernel, every ncu run cold",
+    "prelaunched": "profile_kernel, pre-launched target",
+    "burst": "a burst of 10 profile_kernel, pre-launched (median)",
+    "triton": "profile_kernel of the diagnosed Triton kernel, pre-launched",
+    "diagnose": "diagnose_kernel from source, pre-launched",
+}
+
+
+def prelaunch(data: dict[str, Any]) -> list[str]:
+    blocks, found = _figures(data, "prelaunch")
+    medians, ratios = found.get("medians_s") or {}, found.get("ratio_to_floor") or {}
+    paths = found.get("paths") or {}
+    rows = [
+        [
+            what,
+            seconds(medians.get(side)),
+            ratios.get(side),
+            ", ".join(sorted(set(paths.get(side) or []))),
+        ]
+        for side, what in PRELAUNCH_SIDES.items()
+        if side in medians
+    ]
+    if rows:
+        blocks.append(table(["call", "median", "of the floor", "collection"], rows))
+        blocks.append(
+            f"diagnose_kernel from source / a pre-launched profile of the same kernel: "
+            f"{cell(found.get('diagnose_over_same_kernel'))}; the burst: "
+            f"{found.get('burst_prelaunched')} pre-launched."
+        )
+    return blocks
+
+
+def peer(data: dict[str, Any]) -> list[str]:
+    if "skipped" in data:
+        return [f"Skipped: {data['skipped']}."]
+    blocks = [step_line("sweep", data.get("sweep") or {})]
+    sweep = (data.get("sweep") or {}).get("results") or {}
+    if sweep.get("sizes"):
+        rows = [
+            [r["n"], us(r["ours_ns"]), us(r["peer_ns"]), f"{r['diff_pct']:+.2f} %"]
+            for r in sweep["sizes"]
+        ]
+        blocks.append(
+            table(["fp16 matmul n", "nsight-agent", "nsight-python 0.9.6", "difference"], rows)
+        )
+        walls = sweep.get("wall_s") or {}
+        blocks.append(
+            f"Same DataFrame columns: {sweep.get('same_columns')}. Wall of each tool's sweep: "
+            + "; ".join(f"{t} {', '.join(seconds(w) for w in ws)}" for t, ws in walls.items())
+            + "."
+        )
+    examples = data.get("examples") or {}
+    if "skipped" in examples:
+        blocks.append(f"Its examples: skipped: {examples['skipped']}.")
+        return blocks
+    blocks.append(step_line("examples", examples))
+    found = examples.get("results") or {}
+    rows = []
+    for name, tools in (found.get("peer") or {}).items():
+        ours, theirs = median(tools.get("nsight-agent")), median(tools.get("nsight-python-0.9.6"))
+        floor = median(f["total_s"] for f in (found.get("peer_floor") or {}).get(name, []))
+        rows.append(
+            [f"`{name}`", seconds(ours), seconds(theirs), ratio(ours, theirs), seconds(floor)]
+        )
+    if rows:
+        header = [
+            "example",
+            "nsight-agent",
+            "nsight-python 0.9.6",
+            "ours / theirs",
+            "two-process floor",
+        ]
+        blocks.append(table(header, rows))
+    return blocks
+
+
+def section_costs(data: dict[str, Any]) -> list[str]:
+    blocks, found = _figures(data, "sections")
+    rows = [
+        [r["label"], r["calls"], r.get("wall_s"), r.get("ncu_s"), r.get("ncu_passes")]
+        for r in found.get("rows", [])
+    ]
+    if rows:
+        blocks.append(f"The probe kernel `{found.get('entry')}`, one cold ncu run a row:")
+        blocks.append(table(["collected", "calls", "wall s", "ncu s", "replay passes"], rows))
+    per_pass = (found.get("derived") or {}).get("s_per_kernel_pass")
+    if per_pass is not None:
+        blocks.append(f"A replay pass of one kernel: {per_pass} s.")
+    return blocks
+
+
+def ray(data: dict[str, Any]) -> list[str]:
+    blocks, found = _figures(data, "pool")
+    singles, pairs = found.get("single") or [], found.get("pair") or []
+    timing = found.get("timing") or {}
+    apart = found.get("pairs_on_two_gpus") or [None, None]
+    rows = [
+        ["first job (Ray worker start)", seconds((found.get("warmup") or {}).get("s"))],
+        ["one profile_kernel alone (median)", seconds(median(s["s"] for s in singles))],
+        ["two at once (median)", seconds(median(p["s"] for p in pairs))],
+        ["two at once / one alone", cell(found.get("ratio_pair_single"))],
+        ["pairs run on two GPUs", f"{apart[0]} of {apart[1]}"],
+        ["timing path on the pool, warm call (median)", seconds(found.get("timing_warm_median_s"))],
+        ["two timing calls at once", seconds((timing.get("pair") or {}).get("s"))],
+    ]
+    if singles or pairs:
+        blocks.append(table(["what", "value"], rows))
+    kernel = found.get("kernel_time") or {}
+    if kernel:
+        rows = [
+            [n, us(k["single_ns"]), us(k["pair_ns"]), f"{k['rel_diff_pct']:+.2f} %"]
+            for n, k in kernel.items()
+        ]
+        blocks.append(table(["n", "kernel time alone", "in a pair", "difference"], rows))
+    return blocks

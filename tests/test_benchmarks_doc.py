@@ -1,0 +1,136 @@
+"""docs/BENCHMARKS.md is generated from bench/results: the committed file is what the script
+builds, every figure cites a results file that exists, and each suite's tables read a run
+that was cut short or skipped without failing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import benchmarks_doc, results, section_costs, suites
+from bench.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {
+    "date": "2026-01-02 03:04 UTC",
+    "commit": "abcdef1",
+    "gpu": "NVIDIA H100 80GB HBM3",
+    "driver": "580.1",
+    "ncu": "Version 2025.3.1.0 (build 1)",
+    "python": "3.12.3",
+    "torch": "2.11.0",
+}
+
+
+def test_the_committed_doc_is_what_the_results_build() -> None:
+    built = benchmarks_doc.build(results.RESULTS)
+    assert benchmarks_doc.DOC.read_text() == built, "stale: run `python -m bench docs`"
+
+
+def test_the_check_option_says_when_the_doc_is_stale(tmp_path: Path) -> None:
+    doc = tmp_path / "BENCHMARKS.md"
+    assert main(["docs", "--out", str(doc), "--check"]) == 1
+    assert main(["docs", "--out", str(doc)]) == 0
+    assert main(["docs", "--out", str(doc), "--check"]) == 0
+
+
+def test_every_figure_cites_a_results_file_that_exists() -> None:
+    text = benchmarks_doc.DOC.read_text()
+    sections = text.split("\n## ")[1:]
+    assert sections
+    for section in sections:
+        cited = re.findall(r"\(\.\./(bench/results/[^)]+\.json)\)", section)
+        assert len(cited) == 1, section.splitlines()[0]
+        assert (ROOT / cited[0]).is_file()
+        assert cited[0].split("/")[2] == section.splitlines()[0]  # its own suite's folder
+
+
+def test_the_newest_file_of_a_suite_is_the_one_read(tmp_path: Path) -> None:
+    older = {**ENV, "date": "2025-12-31 00:00 UTC"}
+    results.write("examples", {"examples": [], "passed": 0}, tmp_path, env=older)
+    newer = results.write("examples", {"examples": [], "passed": 0}, tmp_path, env=ENV)
+    text = benchmarks_doc.build(tmp_path)
+    assert f"bench/results/examples/{newer.name}" in text
+    assert "2025-12-31" not in text
+    assert "No results yet: `gpu-tests`, `conformance`, `mcp-session`" in text
+    assert "NVIDIA H100 80GB HBM3, driver 580.1, ncu 2025.3.1.0; commit `abcdef1`" in text
+
+
+CUT = {"run": {"rc": 124, "seconds": 300.0, "limit_s": 300, "tail": ""}, "results": None}
+# Suites of one bench script: a run cut before it wrote its figures says so.
+ONE_SCRIPT = (
+    "adversarial",
+    "effect-size",
+    "baseline-drift",
+    "gate",
+    "perf",
+    "prelaunch",
+    "section-costs",
+    "ray",
+)
+
+
+@pytest.mark.parametrize("suite", list(suites.SUITES))
+@pytest.mark.parametrize(
+    "payload", [{"skipped": "no checkout"}, CUT, {}], ids=["skipped", "cut", "empty"]
+)
+def test_each_suite_reads_a_run_cut_short_or_skipped(
+    tmp_path: Path, suite: str, payload: dict
+) -> None:  # type: ignore[type-arg]
+    path = results.write(suite, dict(payload), tmp_path, env=ENV)
+    text = benchmarks_doc.section(suite, path)
+    assert text.startswith(f"## {suite}") and path.name in text
+    if payload is CUT and suite in ONE_SCRIPT:
+        assert "cut at its limit after 300.0 s (limit 300 s); it wrote no figures" in text
+
+
+def test_section_costs_render_as_the_bench_derives_them(tmp_path: Path) -> None:
+    rows = [
+        {
+            "label": "floor",
+            "sections": [],
+            "calls": 1,
+            "wall_s": 6.0,
+            "ncu_s": 5.0,
+            "ncu_kernels": 1,
+            "ncu_passes": 1,
+        },
+        {
+            "label": "one_pass",
+            "sections": ["A"],
+            "calls": 1,
+            "wall_s": 9.0,
+            "ncu_s": 8.0,
+            "ncu_kernels": 1,
+            "ncu_passes": 30,
+        },
+        {
+            "label": "one_pass",
+            "sections": ["A"],
+            "calls": 5,
+            "wall_s": 14.0,
+            "ncu_s": 13.0,
+            "ncu_kernels": 5,
+            "ncu_passes": 150,
+        },
+    ]
+    found = {"entry": "run_sfu", "rows": rows, "derived": section_costs.derived(rows)}
+    path = results.write(
+        "section-costs", {"run": {"rc": 0, "seconds": 40.0}, "results": found}, tmp_path, env=ENV
+    )
+    text = benchmarks_doc.section("section-costs", path)
+    assert "| one_pass | 5 | 14 | 13 | 150 |" in text
+    assert f"A replay pass of one kernel: {round(5.0 / 120, 4)} s." in text
+
+
+def test_the_recorded_sweep_is_a_results_file_with_the_environment_it_recorded() -> None:
+    path = results.newest("kernelbench-sweep")
+    assert path is not None
+    data = json.loads(path.read_text())
+    env, meta = data["environment"], data["meta"]
+    assert (env["date"], env["commit"], env["ncu"]) == (meta["date"], meta["commit"], meta["ncu"])
+    assert f"{env['gpu']}, {env['driver']}" == meta["gpu"]
+    assert path.name == results.file_name(env)
