@@ -104,6 +104,22 @@ def test_two_calls_of_one_library_function_keep_their_own_samples() -> None:
     assert all(v.startswith("tl.sum in standard.py:") for v in inlined.values())
 
 
+def test_the_softmaxs_reductions_count_on_the_lines_that_call_them() -> None:
+    """The tutorial softmax (held out, recorded once): ncu names Triton's reductions
+    (standard.py) for much of its samples; its hot lines are its own, the reductions' code on
+    the lines calling tl.max and tl.sum."""
+    k = action("softmax_triton")
+    spots = hot_lines(k, None, top=8)
+    assert spots is not None and spots.file == "planted_triton.py"
+    inlined = {h.line: h.inlined for h in spots.lines if h.inlined}
+    calls = {
+        line_of("hom_tl_softmax", "tl.max(x, axis=0)"): "tl.max",
+        line_of("hom_tl_softmax", "tl.sum(numerator, axis=0)"): "tl.sum",
+    }
+    assert inlined and set(inlined) <= set(calls), inlined
+    assert all(v.startswith(f"{calls[line]} in standard.py:") for line, v in inlined.items())
+
+
 def _recorded_triton() -> list[str]:
     catalog = json.loads((PLANTED / "catalog.json").read_text()) if PLANTED.exists() else []
     return [
