@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ LIBRARY_PARTS = (
 CHAIN_LIMIT = 12  # names followed up a library's call graph
 
 
+@functools.lru_cache(maxsize=256)
 def is_library(path: str) -> bool:
     """Whether a source path is a library's (installed package, toolkit or system header)."""
     path = "/" + path.replace("\\", "/").lstrip("/")
@@ -62,40 +64,67 @@ def _basename(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class CallGraph:
+    """A Python file's functions (name, first line, last line) and, per name, the functions
+    whose bodies refer to it."""
+
+    funcs: tuple[tuple[str, int, int], ...]
+    callers: dict[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, text: str) -> CallGraph:
+        return _graph(text)
+
+    @classmethod
+    def parse(cls, text: str) -> CallGraph:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return cls((), {})
+        defs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        callers: dict[str, set[str]] = {}
+        for f in defs:
+            for body in f.body:
+                for node in ast.walk(body):
+                    name = (
+                        node.id
+                        if isinstance(node, ast.Name)
+                        else node.attr
+                        if isinstance(node, ast.Attribute)
+                        else None
+                    )
+                    if name is not None and name != f.name:
+                        callers.setdefault(name, set()).add(f.name)
+        funcs = tuple((f.name, f.lineno, f.end_lineno or f.lineno) for f in defs)
+        return cls(funcs, {k: frozenset(v) for k, v in callers.items()})
+
+    def chain(self, line: int) -> list[str]:
+        """The function holding ``line``, then the functions that reach it (name references,
+        breadth first); [] when the line is in no function."""
+        holding = [f for f in self.funcs if f[1] <= line <= f[2]]
+        if not holding:
+            return []
+        chain = [min(holding, key=lambda f: f[2] - f[1])[0]]
+        for name in chain:
+            for caller in sorted(self.callers.get(name, ())):
+                if caller not in chain:
+                    chain.append(caller)
+            if len(chain) >= CHAIN_LIMIT:
+                break
+        return chain[:CHAIN_LIMIT]
+
+
+@functools.lru_cache(maxsize=8)
+def _graph(text: str) -> CallGraph:
+    """One parse per library text: every diagnosis of a Triton kernel reads standard.py."""
+    return CallGraph.parse(text)
+
+
 def callers_of(text: str, line: int) -> list[str]:
-    """The function holding ``line`` in a Python file, then the functions of that file that
-    reach it (name references, breadth first); [] when the text does not parse or the line
-    is in no function."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
-    funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    holding = [f for f in funcs if f.lineno <= line <= (f.end_lineno or f.lineno)]
-    if not holding:
-        return []
-    inner = min(holding, key=lambda f: (f.end_lineno or f.lineno) - f.lineno)
-    callers: dict[str, set[str]] = {}
-    for f in funcs:
-        for body in f.body:
-            for node in ast.walk(body):
-                name = (
-                    node.id
-                    if isinstance(node, ast.Name)
-                    else node.attr
-                    if isinstance(node, ast.Attribute)
-                    else None
-                )
-                if name is not None and name != f.name:
-                    callers.setdefault(name, set()).add(f.name)
-    chain = [inner.name]
-    for name in chain:
-        for caller in sorted(callers.get(name, ())):
-            if caller not in chain:
-                chain.append(caller)
-        if len(chain) >= CHAIN_LIMIT:
-            break
-    return chain[:CHAIN_LIMIT]
+    """The function holding ``line`` in a Python file's text, then the functions of that file
+    that reach it; [] when the text does not parse or the line is in no function."""
+    return CallGraph.of(text).chain(line)
 
 
 def call_named(text: str, names: list[str]) -> str | None:
@@ -141,31 +170,32 @@ class CallSites:
         for name, line in self.by_line:
             low, high = self.spans.get(name, (line, line))
             self.spans[name] = (min(low, line), max(high, line))
-        self.chains: dict[Where, list[str]] = {}
-        self.sites: dict[Where, list[tuple[Where, str]]] = {}
+        self.graphs: dict[str, CallGraph] = {}
+        self.sites: dict[tuple[str, ...], list[tuple[Where, str]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.pcs)
 
-    def _chain(self, lib: Where) -> list[str]:
-        if lib not in self.chains:
-            content = self.file_text(lib[0]) if lib[0].endswith(".py") else None
-            self.chains[lib] = callers_of(content, lib[1]) if content else []
-        return self.chains[lib]
+    def _chain(self, lib: Where) -> tuple[str, ...]:
+        name, line = lib
+        if name not in self.graphs:
+            content = self.file_text(name) if name.endswith(".py") else None
+            self.graphs[name] = CallGraph.of(content) if content else CallGraph((), {})
+        return tuple(self.graphs[name].chain(line))
 
     def _named_sites(self, lib: Where) -> list[tuple[Where, str]]:
         """The user's lines that call a function reaching ``lib``, with the call's name."""
-        if lib not in self.sites:
-            chain = self._chain(lib)
+        chain = self._chain(lib)
+        if chain not in self.sites:
             found: list[tuple[Where, str]] = []
             for name, (low, high) in self.spans.items() if chain else ():
                 for line in range(low, high + 1):
                     code = self.text(name, line)
-                    call = call_named(code, chain) if code else None
+                    call = call_named(code, list(chain)) if code else None
                     if call is not None:
                         found.append(((name, line), call))
-            self.sites[lib] = found
-        return self.sites[lib]
+            self.sites[chain] = found
+        return self.sites[chain]
 
     def _neighbours(self, pc: int) -> list[Where]:
         """The user's lines of the instructions just before and just after ``pc``."""
