@@ -70,9 +70,7 @@ class HotLine(BaseModel):
     )
     inlined: str | None = Field(
         default=None,
-        description="Library code inlined here and counted in this line's share, the largest "
-        "part: 'tl.max in standard.py:170' (the call on this line that reaches it), or "
-        "'standard.py:170 (nearest in the SASS)' where no call on a line names it",
+        description="Library code counted on this line, e.g. 'tl.max in standard.py:170'",
     )
 
 
