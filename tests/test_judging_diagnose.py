@@ -32,6 +32,7 @@ from tests.test_diagnose_causes import (
     OCC,
     SM,
     TENSOR,
+    UNCOALESCED,
     context,
     fp_mix,
     rule,
@@ -75,7 +76,6 @@ def test_the_default_thresholds() -> None:
         "tensor_idle_min_intensity": 8.0,
         "tensor_idle_min_fp_pct": 5.0,
         "tensor_idle_starved_intensity": 64.0,
-        "tensor_idle_starved_memory_pct": 60.0,
         "tensor_idle_min_loads_per_fma": 0.02,
         "tensor_idle_min_memory_pct": 10.0,
         "fp64_share_pct": 50.0,
@@ -200,6 +200,44 @@ def test_at_a_roof_only_relievers_rank_then_the_roof() -> None:
     assert [c.id for c in d.causes] == ["local_memory_spills", "dram_at_roof"]
     assert d.headline.startswith("at 90% of the DRAM roof: only moving fewer bytes helps; ")
     assert d.causes[-1].sev == "high" and d.causes[-1].gain is None
+
+
+def test_idle_tensor_cores_rank_above_the_operand_feeds_memory_symptoms() -> None:
+    """A matmul on the FMA pipe with an uncoalesced (or bank-conflicted) operand feed: ncu's
+    estimate for the feed (99 %, the cap) is above the tensor gain (93.2 %), yet the MMA
+    rewrite replaces that feed, so idle tensor cores come first."""
+    feeds = [
+        (UNCOALESCED, rule("UncoalescedGlobalAccess", "Uncoalesced Global Accesses", 99.0)),
+        (
+            {cm.SHARED_CONFLICTS[0]: 31e6, cm.SHARED_WAVEFRONTS[0]: 32e6},
+            rule("UncoalescedSharedAccess", "Uncoalesced Shared Accesses", 99.0),
+        ),
+    ]
+    for metrics, estimate in feeds:
+        d = diagnose_action(with_({**GEMM, **metrics}, [estimate]))
+        assert (d.causes[0].id, d.causes[0].gain) == ("tensor_cores_idle", 93.2)
+        assert d.causes[1].gain == 99.0 and d.causes[1].id in ck.OUTRANKS["tensor_cores_idle"]
+        assert d.headline.startswith("compute-bound: tensor cores idle")
+
+
+def test_precedence_moves_only_the_outranking_cause_and_only_upwards() -> None:
+    def cause(cause_id: Any, gain: float) -> Cause:
+        return make_cause(cause_id, [], gain, "x")
+
+    tail = cause("tail_effect", 98.0)
+    coal = cause("uncoalesced_global_access", 97.0)
+    tensor = cause("tensor_cores_idle", 60.0)
+    excess = cause("excess_dram_traffic", 50.0)
+    assert ck.by_precedence([tail, coal, excess, tensor]) == [tail, tensor, coal, excess]
+    assert ck.by_precedence([tensor, coal]) == [tensor, coal]
+    assert ck.by_precedence([tail, coal]) == [tail, coal]  # no tensor cause: gains decide
+
+
+def test_idle_tensor_cores_relieve_a_non_flop_pipes_roof() -> None:
+    """A matmul whose per-product loads fill the LSU pipe (80 % of its issue peak): an MMA
+    removes them, so idle tensor cores stay above the pipe's roof."""
+    d = diagnose_action(with_({**GEMM, cc.PIPE_ISSUE.format("lsu"): 80.0}))
+    assert [c.id for c in d.causes] == ["tensor_cores_idle", "pipe_at_roof"]
 
 
 def test_a_folded_cause_leaves_its_number_as_second_evidence() -> None:
@@ -346,8 +384,8 @@ def test_tensor_cores_idle_at_each_cut(field: str, measure: Any) -> None:
     action = with_(GEMM)
     value = measure(context(action))
     at, above = _edges(value)
-    # The starved-matmul branch passes a low FP rate on its own; off here, tested below.
-    off = {"tensor_idle_starved_memory_pct": 101.0} if field == "tensor_idle_min_fp_pct" else {}
+    # A matmul's reuse passes a low FP rate on its own; off here, tested below.
+    off = {"tensor_idle_starved_intensity": 1e30} if field == "tensor_idle_min_fp_pct" else {}
     for threshold, expected in ((at, True), (above, False)):
         t = DiagnosisThresholds(**{field: threshold, **off})
         ctx = context(action)
@@ -371,18 +409,35 @@ def test_tensor_cores_idle_defaults_at_their_cuts() -> None:
     assert fires(cc.tensor_cores_idle, {**GEMM, TENSOR: 1.0}) is None
 
 
-def test_tensor_cores_idle_when_the_operand_feed_starves_the_fmas() -> None:
-    """A matmul at 1 % of its FMA peak still wants an MMA when its operand feed saturates a
-    memory unit (>= 60 % memory SOL) at >= 64 FLOP per DRAM byte (fp16_nodot_triton)."""
-    slow = {**GEMM, **fp_mix(ffma=8448.0 * 0.02)} | {SM: 10.0, MEM: 60.0}
+def starved_gemm(sm: float, mem: float, fraction: float = 1 / 20) -> dict[str, object]:
+    """A matmul at 2 % of its FMA peak whose operands come from L1/shared (DRAM bytes/s
+    ``fraction`` of the GEMM's), the SM and memory SOL as given."""
+    slow = {**GEMM, **fp_mix(ffma=8448.0 * 0.02)} | {SM: sm, MEM: mem}
     dram = context(with_(slow)).r.get(dm.DRAM_BYTES_PER_S)
     assert dram is not None
-    slow[dm.DRAM_BYTES_PER_S] = dram / 20  # operands come from L1/shared, not DRAM
-    ctx = context(with_(slow))
-    assert ctx.rl.arithmetic_intensity is not None and ctx.rl.arithmetic_intensity >= 64
-    c = fires(cc.tensor_cores_idle, slow)
-    assert c is not None and c.ev[3].m == "memory SOL (operand feed)"
-    assert fires(cc.tensor_cores_idle, {**slow, MEM: 59.9}) is None
+    return slow | {dm.DRAM_BYTES_PER_S: dram * fraction}
+
+
+def test_tensor_cores_idle_when_the_operand_feed_holds_the_fmas_back() -> None:
+    """A matmul at 2 % of its FMA peak still wants an MMA at >= 64 FLOP per DRAM byte, whether
+    its operand feed saturates a memory unit (fp16_nodot_triton: memory SOL 97 %) or waits on
+    latency (a strided load per product: SM and memory both under 60 %, latency-bound)."""
+    for sm, mem in ((10.0, 60.0), (10.0, 59.9), (15.0, 25.0)):
+        fed = starved_gemm(sm, mem)
+        ctx = context(with_(fed))
+        intensity = ctx.rl.arithmetic_intensity
+        assert intensity is not None and intensity >= 64 and ctx.bound.memory_pct == mem
+        c = fires(cc.tensor_cores_idle, fed)
+        assert c is not None, (sm, mem)
+        assert (c.ev[2].m, c.ev[2].thr) == ("FLOP per DRAM byte", 64.0)
+        assert (c.ev[3].m, c.ev[3].v, c.ev[3].thr) == ("fp32/half FLOP rate % of peak", 1.0, None)
+    # The cut: 64 FLOP per DRAM byte, at the slow rate.
+    at = starved_gemm(15.0, 25.0)
+    intensity = context(with_(at)).rl.arithmetic_intensity
+    assert intensity is not None
+    fraction = intensity / 64.0 / 20  # DRAM bytes/s scaled to 64 FLOP per byte
+    assert fires(cc.tensor_cores_idle, starved_gemm(15.0, 25.0, fraction * 0.999)) is not None
+    assert fires(cc.tensor_cores_idle, starved_gemm(15.0, 25.0, fraction * 1.001)) is None
 
 
 def test_tensor_cores_idle_at_the_intensity_and_mac_share_cuts() -> None:

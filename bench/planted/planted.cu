@@ -528,6 +528,26 @@ planted_half_wave(const float* __restrict__ x, float* __restrict__ y, size_t n, 
 }
 #endif
 
+// ============================================================ held out: the matmul set
+// Written with its expected cause before it was recorded, after idle tensor cores were
+// ranked above the operand feed's memory symptoms; recorded once, never used to tune a rule
+// ("split": "held_out_matmul").
+#if PLANTED_ALL || defined(WANT_naive_matmul_cuda)
+// tensor_cores_idle: the textbook first GEMM, C = A B in fp32 with one thread per element of
+// C (16 x 16 blocks) and a loop over k: every product is an FFMA on the CUDA cores, and the
+// operands come from global memory (L1) at each step, no shared-memory tile.
+extern "C" __global__ void hom_naive_matmul(const float* __restrict__ a,
+                                           const float* __restrict__ b, float* __restrict__ c,
+                                           int m, int n, int k) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= m || col >= n) return;
+  float acc = 0.0f;
+  for (int i = 0; i < k; ++i) acc += a[(size_t)row * k + i] * b[(size_t)i * n + col];
+  c[(size_t)row * n + col] = acc;
+}
+#endif
+
 template <class T>
 static T* dalloc(size_t n) {
   T* p = nullptr;
@@ -733,6 +753,13 @@ int main(int argc, char** argv) {
     float *a = dalloc<float>(n), *b = dfill(n), *c = dfill(n);
     LAUNCH_N((ho_triad<<<(unsigned)(n / 4 / 256), 256>>>((float4*)a, (const float4*)b,
                                                         (const float4*)c, 3.0f, n / 4)));
+#endif
+#if PLANTED_ALL || defined(WANT_naive_matmul_cuda)
+  } else if (!strcmp(id, "naive_matmul_cuda")) {
+    const int m = 3072, n = 3072, k = 1536;
+    float *a = dfill((size_t)m * k), *b = dfill((size_t)k * n), *c = dalloc<float>((size_t)m * n);
+    dim3 block(16, 16), grid(n / 16, m / 16);
+    LAUNCH_N((hom_naive_matmul<<<grid, block>>>(a, b, c, m, n, k)));
 #endif
   } else {
     fprintf(stderr, "unknown id %s\n", id);

@@ -205,6 +205,49 @@ def main(argv):
             assert torch.allclose(c.float(), a.float() @ b.float(), atol=5e-1, rtol=2e-2), (
                 "gemm mismatch"
             )
+    elif kid == "linear_nodot_triton":
+        m, n, k = (64, 32, 48) if small else (4096, 2048, 1024)
+        x = rand(m * k).view(m, k)
+        w = rand(n * k).view(n, k)  # out_features x in_features, as torch.nn.Linear
+        y = torch.empty(m, n, device=dev)
+        bm, bn = (16, 16) if small else (128, 32)
+        launch(
+            lambda: pt.hom_tl_linear_nodot[(m // bm, n // bn)](
+                x, w, y, m, n, k, BM=bm, BN=bn, num_warps=4
+            )
+        )
+        if small:
+            assert torch.allclose(y, x @ w.t(), atol=1e-4, rtol=1e-4), "linear mismatch"
+    elif kid == "scores_nodot_triton":
+        bh, seq, head = (2, 32, 64) if small else (16, 2048, 64)
+        q = rand(bh * seq * head, torch.float16).view(bh, seq, head)
+        kt = rand(bh * seq * head, torch.float16).view(bh, seq, head)
+        s = torch.empty(bh, seq, seq, device=dev, dtype=torch.float16)
+        bm, bn = (16, 16) if small else (64, 64)
+        scale = head**-0.5
+        launch(
+            lambda: pt.hom_tl_scores_nodot[(seq // bm, seq // bn, bh)](
+                q, kt, s, seq, scale, HEAD=head, BM=bm, BN=bn, num_warps=4
+            )
+        )
+        if small:
+            ref = (q.float() @ kt.float().transpose(1, 2)) * scale
+            assert torch.allclose(s.float(), ref, atol=2e-2, rtol=1e-2), "scores mismatch"
+    elif kid == "gemv_cols_triton":
+        m, k = (256, 48) if small else (65536, 1024)  # 256 MiB of A
+        a, x = rand(m * k).view(m, k), rand(k)
+        y = torch.empty(m, device=dev)
+        bm = 32 if small else 128
+        launch(lambda: pt.hom_tl_gemv_cols[(m // bm,)](a, x, y, m, k, BM=bm, num_warps=4))
+        if small:
+            assert torch.allclose(y, a @ x, atol=1e-4, rtol=1e-4), "gemv mismatch"
+    elif kid == "softmax_triton":
+        rows, cols = (8, 100) if small else (16384, 4096)  # 256 MiB in, 256 MiB out
+        x, y = rand(rows * cols).view(rows, cols) * 8 - 4, torch.empty(rows, cols, device=dev)
+        block = triton.next_power_of_2(cols)
+        launch(lambda: pt.hom_tl_softmax[(rows,)](y, x, cols, BLOCK=block, num_warps=8))
+        if small:
+            assert torch.allclose(y, torch.softmax(x, dim=1), atol=1e-6), "softmax mismatch"
     else:
         raise SystemExit(f"unknown id {kid}")
     if not small:

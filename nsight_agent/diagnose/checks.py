@@ -97,13 +97,28 @@ RELIEVES: dict[CauseId, tuple[CauseId, ...]] = {
     # Idle lanes still issue; conflicting shared accesses replay on the LSU; fp64 in a float
     # kernel brings F2F conversions, which issue on the XU. The pipe's rate is over the SMs'
     # active cycles: SMs idle in a partial last wave or a short grid add to it.
+    # An MMA replaces a matmul's per-product instructions: their operand loads and shuffles
+    # (LSU), index math and conversions (ALU, XU) go with them.
     "pipe_at_roof": (
+        "tensor_cores_idle",
         "warp_divergence",
         "slow_precision",
         "shared_bank_conflicts",
         "atomic_contention",
         "tail_effect",
         "too_few_blocks",
+    ),
+}
+# A cause whose fix rewrites the code another cause's evidence comes from ranks above it when
+# both fire, whatever their gains. Moving a matmul's products to tensor cores (tl.dot,
+# mma/wgmma) replaces its operand feed (2D tiles staged through shared memory in an MMA
+# layout), so the feed's memory symptoms go with it: fixing them first tunes code the fix
+# removes, and their estimates (ncu's, capped at 99 % like the tensor gain) cannot say so.
+OUTRANKS: dict[CauseId, tuple[CauseId, ...]] = {
+    "tensor_cores_idle": (
+        "uncoalesced_global_access",
+        "shared_bank_conflicts",
+        "excess_dram_traffic",
     ),
 }
 # Broader causes folded into a more specific one when both fire (their evidence is kept).
@@ -138,6 +153,18 @@ def fallback_of(finding: Finding) -> tuple[CauseId, ...]:
 def is_ranked_defect(cause: Cause, t: DiagnosisThresholds) -> bool:
     """A defect (not a roof) whose estimated gain is worth ranking (``min_gain_pct``)."""
     return cause.kind is None and (cause.gain or 0.0) >= t.min_gain_pct
+
+
+def by_precedence(causes: list[Cause]) -> list[Cause]:
+    """``causes`` (ranked by gain) with each cause that ``OUTRANKS`` others moved above the
+    first of them; the rest keep their order."""
+    out = list(causes)
+    for first in [c for c in causes if c.id in OUTRANKS]:
+        below = [i for i, c in enumerate(out) if c.id in OUTRANKS[first.id]]
+        at = out.index(first)
+        if below and below[0] < at:
+            out.insert(below[0], out.pop(at))
+    return out
 
 
 def names_of(check: Check) -> tuple[CauseId, ...]:

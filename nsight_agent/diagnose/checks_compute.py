@@ -94,11 +94,14 @@ def tensor_cores_idle(ctx: Context) -> Cause | None:
     if tensor is None or tensor >= t.tensor_idle_below_pct or not fp or share is None:
         return None
     fp_pct = max(p.pct_of_peak or 0.0 for p in fp)
-    # A matmul whose operand feed saturates a memory unit (broadcast products staged through
-    # shared memory) runs its FMAs slowly, yet an MMA is still the fix: it removes the feed.
+    # A matmul's reuse (>= tensor_idle_starved_intensity FLOP per DRAM byte of MAC work) makes
+    # its FMAs the kernel's work however slowly they run: a low FMA rate is its operand feed
+    # holding them back, by a saturated unit (broadcast products staged through shared memory)
+    # or by latency (a strided, uncoalesced load per product). An MMA is still the fix: it
+    # replaces that feed with tiles. Below that reuse, the FMA rate must show the work matters.
     starved = intensity is not None and intensity >= t.tensor_idle_starved_intensity
-    starved = starved and (ctx.bound.memory_pct or 0.0) >= t.tensor_idle_starved_memory_pct
-    if (fp_pct < t.tensor_idle_min_fp_pct and not starved) or share < t.tensor_idle_fma_share_pct:
+    slow = fp_pct < t.tensor_idle_min_fp_pct
+    if (slow and not starved) or share < t.tensor_idle_fma_share_pct:
         return None
     if intensity is None or intensity < t.tensor_idle_min_intensity:
         return None
@@ -108,19 +111,14 @@ def tensor_cores_idle(ctx: Context) -> Cause | None:
     reuse = _loads_per_fma(ctx)
     if reuse is not None and reuse < t.tensor_idle_min_loads_per_fma:
         return None  # arithmetic on registers (iterations), not operands streamed as in a matmul
+    least = t.tensor_idle_starved_intensity if slow else t.tensor_idle_min_intensity
     evidence = [
         ev(TENSOR_PIPE, tensor, "%", "<", t.tensor_idle_below_pct),
         ev("MAC share of fp32/half FLOP", share, "%", ">=", t.tensor_idle_fma_share_pct),
-        ev("FLOP per DRAM byte", intensity, "FLOP/B", ">=", t.tensor_idle_min_intensity),
-        ev("fp32/half FLOP rate % of peak", fp_pct, "%", ">=", t.tensor_idle_min_fp_pct)
-        if fp_pct >= t.tensor_idle_min_fp_pct
-        else ev(
-            "memory SOL (operand feed)",
-            ctx.bound.memory_pct or 0.0,
-            "%",
-            ">=",
-            t.tensor_idle_starved_memory_pct,
-        ),
+        ev("FLOP per DRAM byte", intensity, "FLOP/B", ">=", least),
+        ev("fp32/half FLOP rate % of peak", fp_pct, "%")
+        if slow
+        else ev("fp32/half FLOP rate % of peak", fp_pct, "%", ">=", t.tensor_idle_min_fp_pct),
     ]
     if reuse is not None:
         evidence.append(ev("loads per FMA", reuse, None, ">=", t.tensor_idle_min_loads_per_fma))

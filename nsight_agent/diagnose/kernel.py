@@ -8,7 +8,9 @@ Ranking:
 2. causes with an estimated gain under ``min_gain_pct`` are dropped;
 3. a kernel at a roof (DRAM or its precision's compute peak) keeps only causes that relieve that
    roof (less of the limited work), ranked by gain, then the roof itself; no other defect is
-   invented for it. Otherwise causes rank by estimated gain;
+   invented for it. Otherwise causes rank by estimated gain, except that a cause whose fix
+   rewrites the code another's evidence comes from ranks above it (``checks.OUTRANKS``: idle
+   tensor cores above the operand feed's memory symptoms);
 4. ncu's rule results are absorbed by the causes they stand for; symptom rules (utilisation,
    stalls, achieved occupancy, the bound) go to the top cause; the rest are listed, briefly,
    as ``unmapped``.
@@ -128,7 +130,7 @@ def _fold(causes: list[Cause]) -> list[Cause]:
 def _rank(causes: list[Cause], t: DiagnosisThresholds) -> list[Cause]:
     roof = next((c for c in causes if c.kind == "roof"), None)
     defects = [c for c in causes if ck.is_ranked_defect(c, t)]
-    defects.sort(key=lambda c: -(c.gain or 0.0))
+    defects = ck.by_precedence(sorted(defects, key=lambda c: -(c.gain or 0.0)))
     if roof is None:
         return defects[: t.max_causes]
     relievers = [c for c in defects if c.id in ck.RELIEVES.get(roof.id, ())]

@@ -10,7 +10,9 @@ Each cause ranks by the per-instruction metric that shows it (``BASES``); a caus
 of its own, or whose metric is empty in this report, ranks by warp stall samples. Values are
 summed per source line, and a line's share is of the whole kernel's total (addresses without a
 line count in the total); only when no address of the kernel has a line are SASS instructions
-ranked instead. Without source counters in the report the answer is ``None``, and the caller
+ranked instead. A library's inlined code (Triton's ``standard.py``, CUTLASS or CUB headers) is
+counted on the user's line that called it, the library line kept as ``inlined``
+(``call_sites``). Without source counters in the report the answer is ``None``, and the caller
 names the section to collect (``SECTION``).
 """
 
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
+
+from nsight_agent.diagnose.call_sites import CallSites, Where, attribute, hottest, is_library
 
 SECTION = "SourceCounters"
 
@@ -63,6 +67,10 @@ class HotLine(BaseModel):
     )
     file: str | None = Field(
         default=None, description="File basename, only where it differs from the answer's file"
+    )
+    inlined: str | None = Field(
+        default=None,
+        description="Library code counted on this line, e.g. 'tl.max in standard.py:170'",
     )
 
 
@@ -181,7 +189,7 @@ def trim(text: str, chars: int = TEXT_CHARS) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
-def _locate(action: SourceActionLike, pc: int) -> tuple[str, int] | None:
+def _locate(action: SourceActionLike, pc: int) -> Where | None:
     try:
         info = action.source_info(pc)
     except Exception:
@@ -203,48 +211,60 @@ class _Files:
             self.files = {}
         self.split: dict[str, list[str]] = {}
 
-    def text(self, name: str, line: int) -> str | None:
+    def content(self, name: str) -> str | None:
+        content = self.files.get(name)
+        if content is None:  # a path spelled differently: match by basename
+            same = [c for f, c in self.files.items() if basename(f) == basename(name)]
+            content = same[0] if len(same) == 1 else None
+        return content
+
+    def raw(self, name: str, line: int) -> str | None:
         if name not in self.split:
-            content = self.files.get(name)
-            if content is None:  # a path spelled differently: match by basename
-                same = [c for f, c in self.files.items() if basename(f) == basename(name)]
-                content = same[0] if len(same) == 1 else ""
-            self.split[name] = content.splitlines()
+            self.split[name] = (self.content(name) or "").splitlines()
         lines = self.split[name]
-        if not 0 < line <= len(lines):
-            return None
-        text = trim(lines[line - 1])
-        return text or None
+        return lines[line - 1] if 0 < line <= len(lines) else None
+
+    def text(self, name: str, line: int) -> str | None:
+        raw = self.raw(name, line)
+        return (trim(raw) or None) if raw is not None else None
+
+
+@dataclass(frozen=True)
+class Ranked:
+    where: Where
+    value: float
+    inlined: str | None
 
 
 def rank_source(
-    action: SourceActionLike, values: dict[int, float], top: int
-) -> list[tuple[str, int, float]] | None:
-    """(file, line, value) of the hottest lines; None when no address has a line."""
-    by_line: dict[tuple[str, int], float] = {}
-    for pc, value in values.items():
-        where = _locate(action, pc)
-        if where is not None:
-            by_line[where] = by_line.get(where, 0.0) + value
-    if not by_line:
+    action: SourceActionLike, values: dict[int, float], top: int, files: _Files
+) -> list[Ranked] | None:
+    """The hottest lines, a library's inlined code counted on the user's line that called it;
+    None when no address has a line."""
+    every = set(values) | set(per_pc(action, INST_EXECUTED))
+    located = {pc: w for pc in every if (w := _locate(action, pc)) is not None}
+    if not any(pc in located for pc in values):
         return None
+    inlined_code = any(is_library(name) for name, _ in located.values())
+    sites = CallSites(located if inlined_code else {}, files.raw, files.content)
+    by_line, inlined = attribute(values, located, sites)
     ranked = sorted(by_line.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    return [(f, line, v) for (f, line), v in ranked]
+    return [Ranked(w, v, hottest(inlined.get(w))) for w, v in ranked]
 
 
 def _source_answer(
-    action: SourceActionLike, basis: Basis, ranked: list[tuple[str, int, float]], total: float
+    basis: Basis, ranked: list[Ranked], total: float, files: _Files
 ) -> SourceHotspots:
-    files = _Files(action)
-    main = basename(ranked[0][0])
+    main = basename(ranked[0].where[0])
     lines = [
         HotLine(
-            line=line,
-            share_pct=round(100.0 * value / total, 1),
-            text=files.text(name, line),
-            file=None if basename(name) == main else basename(name),
+            line=r.where[1],
+            share_pct=round(100.0 * r.value / total, 1),
+            text=files.text(*r.where),
+            file=None if basename(r.where[0]) == main else basename(r.where[0]),
+            inlined=r.inlined,
         )
-        for name, line, value in ranked
+        for r in ranked
     ]
     return SourceHotspots(
         basis=basis.label, metric=basis.name, level="source", file=main, lines=lines
@@ -283,8 +303,9 @@ def hot_lines(action: Any, cause_id: str | None, top: int = 3) -> SourceHotspots
         total = sum(values.values())
         if total <= 0:
             continue
-        ranked = rank_source(action, values, top)
+        files = _Files(action)
+        ranked = rank_source(action, values, top, files)
         if ranked is not None:
-            return _source_answer(action, basis, ranked, total)
+            return _source_answer(basis, ranked, total, files)
         return _sass_answer(action, basis, values, top, total)
     return None

@@ -117,11 +117,9 @@ class DiagnosisThresholds(BaseModel):
     )
     tensor_idle_starved_intensity: float = Field(
         default=64.0,
-        description="FLOP per DRAM byte at or above this with memory SOL at or above "
-        "tensor_idle_starved_memory_pct: a matmul starved by its own operand feed (FMA rate low)",
-    )
-    tensor_idle_starved_memory_pct: float = Field(
-        default=60.0, description="See tensor_idle_starved_intensity"
+        description="FLOP per DRAM byte at or above this: a matmul's reuse, whose FMAs are the "
+        "work at any rate (a low one is its operand feed holding them back): "
+        "tensor_idle_min_fp_pct does not apply",
     )
     tensor_idle_min_loads_per_fma: float = Field(
         default=0.02,

@@ -257,6 +257,8 @@ def render_diagnosis(d: ReportDiagnosis) -> str:
             for h in dg.where.lines:
                 at = f"{h.file or dg.where.file}:{h.line}" if h.line is not None else f"pc {h.pc}"
                 lines.append(f"    {at} {h.share_pct:.3g}%  {h.text or ''}".rstrip())
+                if h.inlined:  # the library code counted on this line
+                    lines.append(f"      inlined: {h.inlined}")
         if dg.unmapped:  # ncu's own findings we did not take as causes, so none is hidden
             lines.append(f"  ncu also flagged: {'; '.join(dg.unmapped)}")
         if dg.deeper:
