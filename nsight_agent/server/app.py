@@ -173,13 +173,13 @@ def serve(
     folder and ``allow_dirs`` (docs/SECURITY.md)."""
     if transport == "stdio":
         server = build_server(runs_root, executor=executor, ray_address=ray_address)
-        # Every child dies with the server: stdin closed (the client went away), SIGTERM,
-        # SIGINT or SIGHUP kill them all (engine.process) after the runs in flight are marked
+        # Every child dies with the server and is reaped: stdin closed (the client went away),
+        # SIGTERM, SIGINT or SIGHUP kill them all after the runs in flight are marked
         # interrupted by it (server.shutdown), then the process ends even if a worker thread
         # is still unwinding. Orphans of an earlier, killed server go first.
         process.reap_orphans()
         shutdown.run_stdio(server)
-        process.kill_all()
+        shutdown.end_children()
         os._exit(0)
     token = http.read_token(token_file)
     http.check_exposure(host, token)  # before anything starts

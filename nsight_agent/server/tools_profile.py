@@ -43,14 +43,19 @@ MethodArg = Annotated[
     Literal["ncu", "timing"],
     Field(description="timing: CUPTI kernel records on a warm worker, no ncu"),
 ]
-OptionsArg = Annotated[
-    dict[str, Any] | None,
-    Field(
-        description="setup warmup sections replay_mode cache_control clock_control "
-        "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep correctness "
-        "min_effect_pct budget_s"
-    ),
-]
+
+
+def uses(tool: str) -> str:
+    """``options``' description for ``tool``: the knobs it uses, in ``Options``' order. Any
+    other knob is refused with the tools that take it, so the list is complete and an agent
+    reads no knob it cannot send."""
+    return " ".join(name for name in Options.model_fields if name in USES[tool])
+
+
+ProfileOptions = Annotated[dict[str, Any] | None, Field(description=uses("profile_kernel"))]
+CompareOptions = Annotated[dict[str, Any] | None, Field(description=uses("compare_variants"))]
+RooflineOptions = Annotated[dict[str, Any] | None, Field(description=uses("roofline_metrics"))]
+DiagnoseOptions = Annotated[dict[str, Any] | None, Field(description=uses("diagnose_kernel"))]
 
 
 def knobs(o: Options, tool: str, *apart: str) -> dict[str, Any]:
@@ -59,9 +64,9 @@ def knobs(o: Options, tool: str, *apart: str) -> dict[str, Any]:
     return o.fields(*sorted(USES[tool] - {"budget_s", *apart}))
 
 
+# One implementation to compare. No docstring: pydantic would publish it as the model's
+# description, which ``variants``' own description already says.
 class VariantInput(BaseModel):
-    """One implementation to compare."""
-
     name: str = Field(description="Label in the results")
     entry: str = Field(default="run", description="Function in the source that runs it")
     source: str | None = Field(
@@ -82,7 +87,7 @@ async def profile_kernel(
     runs: Annotated[int, Field(ge=1, le=100, description="Measured runs per config")] = 5,
     limit: Annotated[int, Field(ge=1, le=500, description="Results per page")] = 20,
     method: MethodArg = "ncu",
-    options: OptionsArg = None,
+    options: ProfileOptions = None,
 ) -> Annotated[CallToolResult, run_views.ProfileSummary]:
     """Profile a kernel over configs: each metric's avg, std, n, stability; kernels seen;
     warnings; a run_id. A pre-flight reports source errors first."""
@@ -119,8 +124,8 @@ async def compare_variants(
     run_id: Annotated[str | None, Field(description="Re-read an earlier comparison")] = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=500)] = 20,
-    method: MethodArg = "ncu",
-    options: OptionsArg = None,
+    method: Annotated[Literal["ncu", "timing"], Field(description="As profile_kernel")] = "ncu",
+    options: CompareOptions = None,
 ) -> Annotated[CallToolResult, compare.CompareSummary]:
     """Time variants against a baseline: per config time, speedup, verdict (faster, slower,
     within_noise by 95% intervals; incorrect if outputs differ)."""
@@ -165,7 +170,7 @@ async def roofline_metrics(
     report_path: Annotated[str | None, Field(description="Or any .ncu-rep here")] = None,
     offset: Annotated[int, Field(ge=0)] = 0,
     limit: Annotated[int, Field(ge=1, le=200)] = 20,
-    options: OptionsArg = None,
+    options: RooflineOptions = None,
 ) -> Annotated[CallToolResult, roofline.RooflineSummary]:
     """Roofline per kernel and config: FLOP/s by precision, DRAM bandwidth, intensity vs
     peaks, % of roofline, bound. From source, a run_id or a .ncu-rep."""
@@ -213,7 +218,7 @@ async def diagnose_kernel(
     ] = None,
     offset: Annotated[int, Field(ge=0, description="First kernel by time share")] = 0,
     limit: Annotated[int, Field(ge=1, le=10, description="Kernels diagnosed in full")] = 3,
-    options: OptionsArg = None,
+    options: DiagnoseOptions = None,
 ) -> Annotated[CallToolResult, ReportDiagnosis]:
     """Why a kernel is slow: the bound and causes ranked by estimated gain, each with evidence,
     what to try, hot source lines, a skill. From source (one ncu run), a run_id or any .ncu-rep."""
