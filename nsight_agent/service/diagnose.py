@@ -28,6 +28,7 @@ from nsight_agent.engine.collection.launch_sampling import PreLaunch
 from nsight_agent.errors import (
     InvalidRequestError,
     NsightAgentError,
+    Problem,
     RunCancelledError,
     UnknownMetricError,
 )
@@ -158,6 +159,7 @@ def diagnose_source(
     budget_s: float | None = None,
     by_name: OnePass | None = None,
     files: Mapping[str, str] | None = None,
+    also: Sequence[Problem] = (),
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
     diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
@@ -169,7 +171,8 @@ def diagnose_source(
     says what was left out, and each kernel's ``deeper`` what they would add.
     ``by_name`` (None: ``PASS_ENV``, else the counters; the sections under a budget): which
     sections the one pass asks for by their counters. ``files``: the file the source came
-    from, named in the validation stage's messages."""
+    from, named in the validation stage's messages; ``also``: the front end's own problems,
+    listed with the request's."""
     one = deep and not staged
     budgeted = budget_s is not None
     choice = (one_pass_choice(budgeted) if by_name is None else by_name) if one else "sections"
@@ -185,7 +188,7 @@ def diagnose_source(
         budget_s=budget_s,
         budget_keep=len(FIRST_PASS_SECTIONS) if budget_s is not None else 0,
     )
-    first = validate({**fields, **collect}, "ncu", files=files).request
+    first = validate({**fields, **collect}, "ncu", files=files, also=also).request
     sample = first.one_measured_call() if sample_launches is None else sample_launches
     if sample and not first.one_measured_call():
         raise InvalidRequestError(
