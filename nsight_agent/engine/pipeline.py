@@ -43,7 +43,7 @@ from nsight_agent.engine.collection.collect.strategy import RunPlace
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.store import records
+from nsight_agent.engine.store import records, retention
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -132,9 +132,11 @@ def rendered_run(
     request: ProfileRequest, runs_root: Path | None
 ) -> Iterator[tuple[str, Path, RunRecord]]:
     """A new run folder, recorded in its ``status.json`` from here on, holding the request and
-    the rendered harness."""
+    the rendered harness; the runs root trimmed by the retention policy as it is made (the
+    new run, running, is among the newest kept)."""
     root = runs_root or default_runs_root()
     run_id, run_dir = new_run_dir(root)
+    retention.prune(root, *retention.policy())
     with run_record(run_dir, run_id) as record:
         record.stage("render")
         write_request(run_dir, request)

@@ -20,7 +20,6 @@ from nsight_agent.engine import pinning, pipeline
 from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.pipeline import Progress, RunResult
-from nsight_agent.engine.store import retention
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import NcuNotFoundError, NsightAgentError
 from nsight_agent.request import ProfileRequest
@@ -51,12 +50,9 @@ class Measuring:
 
 def measure(request: ProfileRequest, method: Method, where: Measuring) -> RunResult:
     """Run ``request`` (validated: ``service/validate.py``) by ``method``, once this machine
-    has what that needs; afterwards the retention policy trims the runs folder (newest runs
-    stay)."""
+    has what that needs (the store trims the runs folder as it makes the run's)."""
     require_torch(where)
-    run = _time(request, where) if method == "timing" else _profile(request, where)
-    retention.prune(run.run_dir.parent, *retention.policy())
-    return run
+    return _time(request, where) if method == "timing" else _profile(request, where)
 
 
 def _profile(request: ProfileRequest, where: Measuring) -> RunResult:
