@@ -82,10 +82,11 @@ class Job:
 
 @dataclass(frozen=True)
 class Warm:
-    """The warm worker that serves a job on this GPU (``device`` as the pool names it)."""
+    """The warm worker that serves a job on this GPU (``device`` as the pool names it; None:
+    this process's default device)."""
 
     pool: WorkerPool
-    device: str
+    device: str | None = None
 
 
 def run_job(
@@ -295,11 +296,11 @@ def _isolated_preflight(
     return attributed
 
 
-def _on_worker(pool: WorkerPool, device: str, cancel: threading.Event | None) -> PreflightFn:
-    """The pre-flight on ``pool``'s warm worker of ``device``."""
+def _on_worker(pool: WorkerPool, device: str | None, cancel: threading.Event | None) -> PreflightFn:
+    """The pre-flight on ``pool``'s warm worker of ``device`` (None: the pipeline's device)."""
 
-    def on_worker(run_dir: Path, request: ProfileRequest, _device: str) -> PreflightResult:
-        return warm_preflight(pool, run_dir, request, device, cancel)
+    def on_worker(run_dir: Path, request: ProfileRequest, here: str) -> PreflightResult:
+        return warm_preflight(pool, run_dir, request, device or here, cancel)
 
     return on_worker
 
