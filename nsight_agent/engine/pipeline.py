@@ -15,7 +15,7 @@ lives in its room of the engine:
     extract     collection/extract.py             (the timing loop's own
     aggregate   collection/measure.py,            samples: worker/timing.py)
                 collection/aggregate.py
-    check       collection/outputs.py             same
+    check       collection/check.py               same
     store       store/runs.py, store/run_status.py (status.json from render to the end)
 
 Each run lives in ``<runs_root>/<run_id>/``: request.json, the user's source file(s), the
