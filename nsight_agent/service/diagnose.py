@@ -5,10 +5,10 @@ a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor
 diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
 (docs/BENCHMARKS.md, "What the deeper pass costs"), the two passes cost 1.5-1.9x one run of
 ncu's full set, as each pays ncu's start-up and the second replays every kernel again with
-the first's sections too. ``deep=False`` runs the cheap sections alone; ``staged=True`` the
-two passes (for the bench that compares them). With ``time_step``, one call is first timed
-on the timing path (the host-gap finding). Every pass goes through ``measure``, so the
-executor in use (the server's GPU slots, a Ray pool) runs them all.
+the first's sections too (``bench/deeper_pass.py`` measures both ways). ``deep=False`` runs
+the cheap sections alone. With ``time_step``, one call is also timed on the timing path (the
+host-gap finding). Every run goes through ``measure``, so the executor in use (the server's
+GPU slots, a Ray pool) runs them all.
 """
 
 from __future__ import annotations
@@ -150,7 +150,6 @@ def diagnose_source(
     where: Measuring,
     *,
     deep: bool = True,
-    staged: bool = False,
     limit: int = 3,
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
@@ -162,8 +161,7 @@ def diagnose_source(
     also: Sequence[Problem] = (),
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
-    diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
-    a second run with the ones their diagnosis asks for. Torch operator ranges are recorded
+    diagnose. ``deep=False``: the cheap sections only. Torch operator ranges are recorded
     so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
     measured, one config and one variant): ncu profiles one launch per configuration.
     ``budget_s``: after the pre-flight counts the kernels, the sections (most needed first,
@@ -173,10 +171,9 @@ def diagnose_source(
     sections the one pass asks for by their counters. ``files``: the file the source came
     from, named in the validation stage's messages; ``also``: the front end's own problems,
     listed with the request's."""
-    one = deep and not staged
     budgeted = budget_s is not None
-    choice = (one_pass_choice(budgeted) if by_name is None else by_name) if one else "sections"
-    sections, counters = one_pass(choice) if one else (FIRST_PASS_SECTIONS, [])
+    choice = (one_pass_choice(budgeted) if by_name is None else by_name) if deep else "sections"
+    sections, counters = one_pass(choice) if deep else (FIRST_PASS_SECTIONS, [])
     sections = budget_order(sections, budget_s)
     collect = dict(
         metrics=FIRST_PASS_METRICS,
@@ -211,21 +208,15 @@ def diagnose_source(
     if time_step and len({k for names in run.kernels.values() for k in names}) > 1:
         hints["timing"], timed = _time_one_call(first, where)
     judged = diagnosis.diagnose_run(run, **hints)
-    label = "one pass" if one else "pass 1"
+    label = "one pass" if deep else "pass 1"
     named = ""
     if counters:
         left = ", ".join(s for s in BY_NAME[choice][0] if s not in sections)
         named = f"; by name: {len(counters)} counters the checks read of {left}"
     named += f"; {refused}" if refused else ""
-    passes = [f"{label} (run {run.run_id}): {', '.join(sections)}{named}"]
-    extra = judged.deeper_sections if deep and staged else []
-    if extra:
-        second = first.model_copy(update={"sections": [*sections, *extra]})
-        run = measure(second, "ncu", where)
-        judged = diagnosis.diagnose_run(run, **hints)
-        passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
+    passed = f"{label} (run {run.run_id}): {', '.join(sections)}{named}"
     d = report_diagnosis(judged)
-    d.run_id, d.passes = run.run_id, [*passes, *([timed] if timed else [])]
+    d.run_id, d.passes = run.run_id, [passed, *([timed] if timed else [])]
     return d
 
 
