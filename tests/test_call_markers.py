@@ -84,7 +84,7 @@ def sweep() -> Harnessed:
 def test_markers_tie_the_kernels_nvtx_tied_and_the_rows_are_the_same(sweep: Harnessed) -> None:
     assert len(sweep.calls) == 18 and call_markers.needed(sweep.stream)
     counts = {(c.annotations[0], c.config): 1 for c in sweep.calls}  # one kernel per call
-    tied = call_markers.tie(sweep.stream, sweep.calls, counts)
+    tied = call_markers.assign_calls(sweep.stream, sweep.calls, counts)
     assert [(r.call, r.annotation, r.kernel, r.values) for r in tied] == [
         (r.call, r.annotation, r.kernel, r.values) for r in sweep.tied
     ]
@@ -136,20 +136,20 @@ def test_a_marker_stream_that_does_not_fit_is_refused_with_the_call_named(
 ) -> None:
     stream, said = {name: (stream, said) for name, stream, said in mutations(sweep)}[case]
     with pytest.raises(MarkerMismatch, match=re.escape(said)):
-        call_markers.tie(stream, sweep.calls)
+        call_markers.assign_calls(stream, sweep.calls)
 
 
 def test_a_call_holding_other_than_the_preflights_count_is_refused(sweep: Harnessed) -> None:
     counts = {(c.annotations[0], c.config): 1 for c in sweep.calls}
     counts[("triton_scale", 2)] = 2
     with pytest.raises(MarkerMismatch, match=r"\('triton_scale', config #2\) holds 1 kernel"):
-        call_markers.tie(sweep.stream, sweep.calls, counts)
+        call_markers.assign_calls(sweep.stream, sweep.calls, counts)
 
 
 def test_a_call_with_several_annotations_cannot_be_tied_by_its_markers(sweep: Harnessed) -> None:
     calls = [dataclasses.replace(sweep.calls[0], annotations=["a", "b"]), *sweep.calls[1:]]
     with pytest.raises(MarkerMismatch, match="call 0 opened 2 annotations"):
-        call_markers.tie(sweep.stream, calls)
+        call_markers.assign_calls(sweep.stream, calls)
 
 
 def test_the_preflight_counts_kernels_per_variant_and_config_where_runs_agree() -> None:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.collection.outputs import copies_notes
+from nsight_agent.engine.collection.check import copies_notes
 from nsight_agent.engine.collection.preflight_run import copies_per_config
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import PreflightResult

@@ -94,7 +94,7 @@ def test_an_early_collect_cut_by_its_limit_is_estimated_from_the_verdict_on(
 
     early = EarlyCollect(tmp_path, collect, runs=3)
     with pytest.raises(CollectionTimeoutError) as info:
-        early.go(["gone"], {("ref", 0): 100, ("gone", 0): 7})
+        early.measure(["gone"], {("ref", 0): 100, ("gone", 0): 7})
     assert "launch 300 kernels in all" in info.value.message, info.value.message
     assert "about 30 s" in info.value.message and info.value.hint.startswith("Raise timeout_s")
     assert "its limit was timeout_s twice" in info.value.message
@@ -195,7 +195,7 @@ def test_a_failed_early_collect_is_raised_where_the_pipeline_waits(tmp_path: Pat
     early = EarlyCollect(tmp_path, collect)
     assert started.wait(10)
     with pytest.raises(RuntimeError, match="could not start"):
-        early.go([])
+        early.measure([])
     assert isinstance(choose(sweep_request(), None, {ENV: "0"}), Cold)  # the staged order
 
 

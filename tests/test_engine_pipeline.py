@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from nsight_agent.engine import pipeline
-from nsight_agent.engine.collection import outputs, preflight_run
+from nsight_agent.engine.collection import check, preflight_run
 from nsight_agent.engine.collection.collect import early
 from nsight_agent.engine.harness import cuda_build
 from nsight_agent.engine.harness.errors import SourceError
@@ -474,7 +474,7 @@ def test_post_ncu_half_of_the_pipeline_on_a_recorded_report(
 
     argv = json.loads(argv_log.read_text())
     # Variants are compared: ncu also collects the work check's instructions (engine/
-    # collection/work.py). This report was recorded without them: no work check, and the
+    # collection/check.py). This report was recorded without them: no work check, and the
     # answer holds the metrics asked for.
     assert argv[argv.index("--metrics") + 1] == ",".join([*metrics, "smsp__inst_executed.sum"])
     assert argv[-4:] == [sys.executable, "harness.py", "--device", "cuda"]
@@ -563,6 +563,6 @@ def test_kernels_per_run_are_counted_call_by_call_not_across_configs() -> None:
         rec(3, "fused", "add"),
         rec(3, "fused", "memset_helper"),
     ]
-    most = outputs.most_kernels_per_run(records, ["torch", "fused", "idle"], [])
+    most = check.most_kernels_per_run(records, ["torch", "fused", "idle"], [])
     assert most == {"torch": 1, "fused": 3, "idle": 0}
-    assert outputs.most_kernels_per_run(records, ["fused"], ["memset_helper"]) == {"fused": 2}
+    assert check.most_kernels_per_run(records, ["fused"], ["memset_helper"]) == {"fused": 2}

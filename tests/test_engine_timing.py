@@ -182,7 +182,7 @@ def test_bad_arguments_are_refused() -> None:
 
 
 def test_short_cuda_event_rows_carry_a_warning_and_long_or_cpu_rows_do_not() -> None:
-    from nsight_agent.engine.collection.outputs import short_kernel_warning
+    from nsight_agent.engine.collection.check import short_kernel_warning
 
     frame = pd.DataFrame({"MedianValue": [4_170.0, 31_090.0, 124_630.0]})
     (warning,) = short_kernel_warning(frame, "cuda_events")

@@ -1,8 +1,7 @@
 """The use-case layer: every pass of diagnose_kernel from source goes through the executor in
-use (the staged ncu passes included), a failed timing pass is said,
+use, a failed timing pass is said,
 not swallowed, and a cancel is not taken for a reason to go on. From source the diagnosis is
-one ncu run with every section its checks read; the staged two passes stay for the
-bench that compares them.
+one ncu run with every section its checks read.
 
 A stand-in executor records each job and answers with a run whose report is a planted kernel
 recorded on the H200 (``tiny_launch_triton``: its first-pass diagnosis asks for a second pass).
@@ -33,7 +32,6 @@ from nsight_agent.service import diagnose
 from nsight_agent.service.measure import Measuring
 
 PLANTED = Path(__file__).parent / "fixtures" / "planted" / "tiny_launch_triton.ncu-rep"
-CHEAP_SECTIONS = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
 SOURCE = "def setup(n, device):\n    return ()\n\ndef run():\n    return None\n"
 FIELDS: dict[str, Any] = {"source": SOURCE, "configs": [{"n": 1}], "language": "torch"}
 
@@ -51,14 +49,12 @@ class StandInExecutor(Executor):
         tmp: Path,
         fail_timing: Exception | None = None,
         kernels: int = 2,
-        first_report: Path = PLANTED,
         facts: RunFacts | None = None,
         fail_first: Exception | None = None,
     ) -> None:
         self.tmp = tmp
         self.fail_first = fail_first  # what the first profile job raises (ncu refusing it)
         self.facts = facts or RunFacts()  # what each profile run's result carries (a budget's plan)
-        self.first_report = first_report
         self.jobs: list[Job] = []
         self.fail_timing = fail_timing
         self.kernels = {"run": [f"kernel_{i}" for i in range(kernels)]}  # a profile run's
@@ -85,8 +81,7 @@ class StandInExecutor(Executor):
         run_dir = self.tmp / f"run-{len(self.jobs)}"
         run_dir.mkdir()
         if job.mode != "timing":
-            report = self.first_report if len(self.jobs) == 1 else PLANTED
-            (run_dir / "report.ncu-rep").symlink_to(report)
+            (run_dir / "report.ncu-rep").symlink_to(PLANTED)
         frame = pd.DataFrame({"AvgValue": [1234.0]}) if job.mode == "timing" else pd.DataFrame()
         handle.future.set_result(
             RunResult(
@@ -128,19 +123,6 @@ def test_a_call_of_one_kernel_is_not_timed(tmp_path: Path) -> None:
     d = diagnose.diagnose_source(FIELDS, Measuring(executor=executor), time_step=True)
     assert [job.mode for job in executor.jobs] == ["profile"]
     assert d.passes is not None and len(d.passes) == 1 and d.passes[0].startswith("one pass")
-
-
-def test_staged_both_passes_go_through_the_executor(tmp_path: Path) -> None:
-    """The first pass answered by a report of the cheap sections alone (no instruction mix)."""
-    executor = StandInExecutor(tmp_path, first_report=CHEAP_SECTIONS)
-    where = Measuring(runs_root=tmp_path, executor=executor)
-    d = diagnose.diagnose_source(FIELDS, where, staged=True)
-    assert [job.mode for job in executor.jobs] == ["profile", "profile"]
-    first, second = (job.request.sections for job in executor.jobs)
-    assert first == diagnose.FIRST_PASS_SECTIONS
-    assert second[: len(first)] == first and "SourceCounters" in second[len(first) :]
-    assert d.run_id == "run-2" and d.passes is not None and len(d.passes) == 2, d.passes
-    assert d.passes[0].startswith("pass 1 (run run-1)") and "pass 2 (run run-2)" in d.passes[1]
 
 
 def test_a_timing_pass_that_cannot_run_is_said_and_the_diagnosis_goes_on(tmp_path: Path) -> None:

@@ -209,10 +209,10 @@ def work_report(out: Path) -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         result = pipeline.profile(req, runs_root=Path(tmp))
-        from nsight_agent.engine.collection import work
+        from nsight_agent.engine.collection import check
 
         print("work   suspects", result.suspects)
-        print("work   work check alone", work.work_suspects(result.processed, req))
+        print("work   work check alone", check.work_suspects(result.processed, req))
         print("work   dropped", result.dropped)
         print(result.processed[["Annotation", "Metric", "AvgValue"]].to_string())
         out.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ lives in its room of the engine:
     extract     collection/extract.py             (the timing loop's own
     aggregate   collection/measure.py,            samples: worker/timing.py)
                 collection/aggregate.py
-    check       collection/outputs.py             same
+    check       collection/check.py               same
     store       store/runs.py, store/run_status.py (status.json from render to the end)
 
 Each run lives in ``<runs_root>/<run_id>/``: request.json, the user's source file(s), the
@@ -43,7 +43,7 @@ from nsight_agent.engine.collection.collect.strategy import RunPlace
 from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
-from nsight_agent.engine.store import records
+from nsight_agent.engine.store import records, retention
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -82,10 +82,11 @@ class Job:
 
 @dataclass(frozen=True)
 class Warm:
-    """The warm worker that serves a job on this GPU (``device`` as the pool names it)."""
+    """The warm worker that serves a job on this GPU (``device`` as the pool names it; None:
+    this process's default device)."""
 
     pool: WorkerPool
-    device: str
+    device: str | None = None
 
 
 def run_job(
@@ -132,9 +133,11 @@ def rendered_run(
     request: ProfileRequest, runs_root: Path | None
 ) -> Iterator[tuple[str, Path, RunRecord]]:
     """A new run folder, recorded in its ``status.json`` from here on, holding the request and
-    the rendered harness."""
+    the rendered harness; the runs root trimmed by the retention policy as it is made (the
+    new run, running, is among the newest kept)."""
     root = runs_root or default_runs_root()
     run_id, run_dir = new_run_dir(root)
+    retention.prune(root, *retention.policy())
     with run_record(run_dir, run_id) as record:
         record.stage("render")
         write_request(run_dir, request)
@@ -293,11 +296,11 @@ def _isolated_preflight(
     return attributed
 
 
-def _on_worker(pool: WorkerPool, device: str, cancel: threading.Event | None) -> PreflightFn:
-    """The pre-flight on ``pool``'s warm worker of ``device``."""
+def _on_worker(pool: WorkerPool, device: str | None, cancel: threading.Event | None) -> PreflightFn:
+    """The pre-flight on ``pool``'s warm worker of ``device`` (None: the pipeline's device)."""
 
-    def on_worker(run_dir: Path, request: ProfileRequest, _device: str) -> PreflightResult:
-        return warm_preflight(pool, run_dir, request, device, cancel)
+    def on_worker(run_dir: Path, request: ProfileRequest, here: str) -> PreflightResult:
+        return warm_preflight(pool, run_dir, request, device or here, cancel)
 
     return on_worker
 

@@ -3,7 +3,7 @@ into ``cudaMemcpy``/``cudaMemset`` (a copy-in, a ``clone()``) looks cheaper unde
 is. The pre-flight measured each call's copies with CUPTI (``PreflightResult.copies_ns``);
 a comparison adds them to the kernel time a verdict reads, so the ncu and timing paths
 (whose CUPTI time already holds them) agree on which variant is faster; the run's warnings
-(``collection/outputs.copies_notes``) say so.
+(``collection/check.copies_notes``) say so.
 """
 
 from __future__ import annotations

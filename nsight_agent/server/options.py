@@ -3,7 +3,8 @@ tool that does not use it is refused with where it applies, never ignored.
 
 Each tool passes on the knobs it uses (``USES``); the validation stage then refuses, for
 the method, what that method cannot honour (``service/validate.py``). The problems found
-here are listed with the validation stage's (``refuse_unused``), so one answer says all.
+here (``unused``) go to that stage with the request (``validate(..., also=...)``), so one
+answer says all.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from nsight_agent.request import (
     Correctness,
     ReplayMode,
 )
-from nsight_agent.service.validate import Method, validate
 
 
 class Options(BaseModel):
@@ -117,14 +117,9 @@ def unused(o: Options, tool: str, reread: bool = False) -> list[Problem]:
     return problems
 
 
-def refuse_unused(
-    o: Options, tool: str, fields: Mapping[str, Any] | None = None, method: Method = "ncu"
-) -> None:
-    """Raise ``RequestRejected`` when ``tool`` does not use a knob it was sent, with every
-    other problem of its request (``fields``) that the validation stage finds."""
-    problems = unused(o, tool, reread=fields is None)
-    if not problems:
-        return
-    if fields is None:
+def refuse_unused(o: Options, tool: str) -> None:
+    """Raise ``RequestRejected`` when ``tool``, reading an earlier run or a report (nothing
+    to validate), was sent a knob it does not use."""
+    problems = unused(o, tool, reread=True)
+    if problems:
         raise RequestRejected(problems)
-    validate(fields, method, also=problems)

@@ -17,7 +17,7 @@ from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import RequestLanguage
 from nsight_agent.server.boundary import execute, load, result, state, thread, tool_errors
 from nsight_agent.server.boundary import report_path as boundary_report_path
-from nsight_agent.server.options import USES, refuse_unused
+from nsight_agent.server.options import USES, refuse_unused, unused
 from nsight_agent.server.options import Options as Options
 from nsight_agent.server.options import options_of as options_of
 from nsight_agent.service import diagnose, profile, summaries
@@ -103,8 +103,10 @@ async def profile_kernel(
             runs=runs,
             **knobs(o, "profile_kernel"),
         )
-        refuse_unused(o, "profile_kernel", fields | {"budget_s": o.budget_s}, method)
-        run = await execute(ctx, lambda where: profile.profile(where, method, o.budget_s, **fields))
+        also = unused(o, "profile_kernel")
+        run = await execute(
+            ctx, lambda where: profile.profile(where, method, o.budget_s, also=also, **fields)
+        )
         s = summaries.profile_summary(run, limit=limit)
         return result(s, text.render_profile(s, run_views.metric_labels(run)))
 
@@ -151,8 +153,10 @@ async def compare_variants(
                 runs=runs,
                 **knobs(o, "compare_variants"),
             )
-            refuse_unused(o, "compare_variants", fields, method)
-            run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
+            also = unused(o, "compare_variants")
+            run = await execute(
+                ctx, lambda where: profile.profile(where, method, also=also, **fields)
+            )
         effect = o.min_effect_pct if options and run_id else None
         s = summaries.compare_summary(
             run, baseline=baseline, offset=offset, limit=limit, min_effect_pct=effect
@@ -192,9 +196,9 @@ async def roofline_metrics(
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, **knobs(o, "roofline_metrics", "warmup")}
             fields["timeout_s"] = o.timeout_s or 900
-            refuse_unused(o, "roofline_metrics", fields)
+            also = unused(o, "roofline_metrics")
             run, report = await execute(
-                ctx, lambda where: profile.roofline(where, warmup=o.warmup, **fields)
+                ctx, lambda where: profile.roofline(where, warmup=o.warmup, also=also, **fields)
             )
         s = await thread(
             lambda: summaries.roofline_summary(report, run=run, offset=offset, limit=limit)
@@ -247,7 +251,7 @@ async def diagnose_kernel(
             fields: dict[str, Any] = {"source": source, "configs": configs, "language": language}
             fields |= {"entry": entry, **knobs(o, "diagnose_kernel", "deep", "budget_s")}
             fields["timeout_s"] = o.timeout_s or 900
-            refuse_unused(o, "diagnose_kernel", fields)
+            also = unused(o, "diagnose_kernel")
             # A step of several kernels: one call's wall time too, on the timing path, after
             # the ncu run (the host-gap finding).
             d = await execute(
@@ -259,6 +263,7 @@ async def diagnose_kernel(
                     limit=limit,
                     time_step=True,
                     budget_s=o.budget_s,
+                    also=also,
                     **hints,
                 ),
             )

@@ -5,10 +5,10 @@ a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor
 diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
 (bench/deeper_pass.py), the two passes cost 1.5-1.9x one run of
 ncu's full set, as each pays ncu's start-up and the second replays every kernel again with
-the first's sections too. ``deep=False`` runs the cheap sections alone; ``staged=True`` the
-two passes (for the bench that compares them). With ``time_step``, one call is first timed
-on the timing path (the host-gap finding). Every pass goes through ``measure``, so the
-executor in use (the server's GPU slots, a Ray pool) runs them all.
+the first's sections too (``bench/deeper_pass.py`` measures both ways). ``deep=False`` runs
+the cheap sections alone. With ``time_step``, one call is also timed on the timing path (the
+host-gap finding). Every run goes through ``measure``, so the executor in use (the server's
+GPU slots, a Ray pool) runs them all.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from nsight_agent.engine.collection.launch_sampling import PreLaunch
 from nsight_agent.errors import (
     InvalidRequestError,
     NsightAgentError,
+    Problem,
     RunCancelledError,
     UnknownMetricError,
 )
@@ -149,7 +150,6 @@ def diagnose_source(
     where: Measuring,
     *,
     deep: bool = True,
-    staged: bool = False,
     limit: int = 3,
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
@@ -158,10 +158,10 @@ def diagnose_source(
     budget_s: float | None = None,
     by_name: OnePass | None = None,
     files: Mapping[str, str] | None = None,
+    also: Sequence[Problem] = (),
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
-    diagnose. ``deep=False``: the cheap sections only; ``staged``: the cheap sections, then
-    a second run with the ones their diagnosis asks for. Torch operator ranges are recorded
+    diagnose. ``deep=False``: the cheap sections only. Torch operator ranges are recorded
     so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
     measured, one config and one variant): ncu profiles one launch per configuration.
     ``budget_s``: after the pre-flight counts the kernels, the sections (most needed first,
@@ -169,11 +169,11 @@ def diagnose_source(
     says what was left out, and each kernel's ``deeper`` what they would add.
     ``by_name`` (None: ``PASS_ENV``, else the counters; the sections under a budget): which
     sections the one pass asks for by their counters. ``files``: the file the source came
-    from, named in the validation stage's messages."""
-    one = deep and not staged
+    from, named in the validation stage's messages; ``also``: the front end's own problems,
+    listed with the request's."""
     budgeted = budget_s is not None
-    choice = (one_pass_choice(budgeted) if by_name is None else by_name) if one else "sections"
-    sections, counters = one_pass(choice) if one else (FIRST_PASS_SECTIONS, [])
+    choice = (one_pass_choice(budgeted) if by_name is None else by_name) if deep else "sections"
+    sections, counters = one_pass(choice) if deep else (FIRST_PASS_SECTIONS, [])
     sections = budget_order(sections, budget_s)
     collect = dict(
         metrics=FIRST_PASS_METRICS,
@@ -185,7 +185,7 @@ def diagnose_source(
         budget_s=budget_s,
         budget_keep=len(FIRST_PASS_SECTIONS) if budget_s is not None else 0,
     )
-    first = validate({**fields, **collect}, "ncu", files=files).request
+    first = validate({**fields, **collect}, "ncu", files=files, also=also).request
     sample = first.one_measured_call() if sample_launches is None else sample_launches
     if sample and not first.one_measured_call():
         raise InvalidRequestError(
@@ -208,21 +208,15 @@ def diagnose_source(
     if time_step and len({k for names in run.kernels.values() for k in names}) > 1:
         hints["timing"], timed = _time_one_call(first, where)
     judged = diagnosis.diagnose_run(run, **hints)
-    label = "one pass" if one else "pass 1"
+    label = "one pass" if deep else "pass 1"
     named = ""
     if counters:
         left = ", ".join(s for s in BY_NAME[choice][0] if s not in sections)
         named = f"; by name: {len(counters)} counters the checks read of {left}"
     named += f"; {refused}" if refused else ""
-    passes = [f"{label} (run {run.run_id}): {', '.join(sections)}{named}"]
-    extra = judged.deeper_sections if deep and staged else []
-    if extra:
-        second = first.model_copy(update={"sections": [*sections, *extra]})
-        run = measure(second, "ncu", where)
-        judged = diagnosis.diagnose_run(run, **hints)
-        passes.append(f"pass 2 (run {run.run_id}): + {', '.join(extra)}")
+    passed = f"{label} (run {run.run_id}): {', '.join(sections)}{named}"
     d = report_diagnosis(judged)
-    d.run_id, d.passes = run.run_id, [*passes, *([timed] if timed else [])]
+    d.run_id, d.passes = run.run_id, [passed, *([timed] if timed else [])]
     return d
 
 

@@ -20,7 +20,6 @@ from nsight_agent.engine import pinning, pipeline
 from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.pipeline import Progress, RunResult
-from nsight_agent.engine.store import retention
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.errors import NcuNotFoundError, NsightAgentError
 from nsight_agent.request import ProfileRequest
@@ -51,43 +50,49 @@ class Measuring:
 
 def measure(request: ProfileRequest, method: Method, where: Measuring) -> RunResult:
     """Run ``request`` (validated: ``service/validate.py``) by ``method``, once this machine
-    has what that needs; afterwards the retention policy trims the runs folder (newest runs
-    stay)."""
+    has what that needs: one job, on the executor in use when it queues that kind (an ncu job
+    always; a timing job where its GPUs time, never beside an ncu job), else here, on warm
+    workers for a timing job (the caller's, or a pool of its own for this call). The store
+    trims the runs folder as it makes the run's."""
     require_torch(where)
-    run = _time(request, where) if method == "timing" else _profile(request, where)
-    retention.prune(run.run_dir.parent, *retention.policy())
-    return run
-
-
-def _profile(request: ProfileRequest, where: Measuring) -> RunResult:
-    """Pre-flight, then the ncu run; without ncu here (and an executor that profiles here),
-    a clear error at once."""
-    require_ncu(where)
-    executor = where.executor
-    if executor is None:
-        return pipeline.profile(
-            request, runs_root=where.runs_root, on_progress=where.on_progress, cancel=where.cancel
-        )
-    return executor.profile(
-        request, runs_root=where.runs_root, on_progress=where.on_progress, cancel=where.cancel
-    )
-
-
-def _time(request: ProfileRequest, where: Measuring) -> RunResult:
-    """The counter-free path: a warm worker pre-flights and times the variants interleaved;
-    an executor that queues timing jobs runs it on one of its GPUs, never beside an ncu job."""
-    if request.language == "cuda" and where.runs_here and not pinning.has_gpu():
+    if method == "ncu":
+        require_ncu(where)
+    elif request.language == "cuda" and where.runs_here and not pinning.has_gpu():
         raise NsightAgentError(
             "A CUDA source runs only on an NVIDIA GPU, and this machine has none: nothing was "
             "compiled or run.",
             "Time it on a machine with a GPU (the timing path needs no ncu there); on this "
             "machine, Triton and torch sources run on the CPU.",
         )
+    mode: pipeline.JobMode = "profile" if method == "ncu" else "timing"
     executor = where.executor
-    if executor is not None and executor.runs_timing:
-        return executor.time(request, runs_root=where.runs_root, cancel=where.cancel)
-    with _workers(where.workers) as pool:
-        return pipeline.time_request(request, pool, runs_root=where.runs_root, cancel=where.cancel)
+    if executor is not None and (method == "ncu" or executor.runs_timing):
+        run = executor.run(
+            pipeline.Job(request, where.runs_root, mode),
+            cancel=where.cancel,
+            on_progress=where.on_progress,
+        )
+    else:
+        with _warm(where.workers, method) as warm:
+            run = pipeline.run_job(
+                pipeline.Job(request, where.runs_root, mode),
+                cancel=where.cancel,
+                on_progress=where.on_progress,
+                warm=warm,
+            )
+    assert isinstance(run, RunResult)
+    return run
+
+
+@contextlib.contextmanager
+def _warm(given: WorkerPool | None, method: Method) -> Iterator[pipeline.Warm | None]:
+    """The warm worker a timing job runs on here; none for an ncu job (its pre-flight starts
+    cold here)."""
+    if method == "ncu":
+        yield None
+        return
+    with _workers(given) as pool:
+        yield pipeline.Warm(pool)
 
 
 @contextlib.contextmanager

@@ -3,13 +3,13 @@ ncu or timing, return the run (its report, for the roofline)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nsight_agent.catalog import skills
 from nsight_agent.diagnose import metrics as dm
-from nsight_agent.errors import NsightAgentError
+from nsight_agent.errors import NsightAgentError, Problem
 from nsight_agent.judge.run_warnings import budget_note
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import Measuring, Method, RunResult, measure
@@ -29,14 +29,16 @@ def profile(
     budget_s: float | None = None,
     *,
     files: Mapping[str, str] | None = None,
+    also: Sequence[Problem] = (),
     **fields: Any,
 ) -> RunResult:
     """``profile_kernel`` and ``compare_variants`` (and the CLI's ``profile``/``compare``):
     the request built from ``fields`` and validated for ``method`` (``files``: the file each
-    source came from, for the messages), then measured. ``budget_s`` (ncu): the sections
+    source came from, for the messages; ``also``: the front end's own problems, listed with
+    the request's), then measured. ``budget_s`` (ncu): the sections
     asked for, in their order, that fit it once the pre-flight has counted the kernels
     (engine/collection/budget.py); the run's warnings say what was left out."""
-    checked = validate({**fields, "budget_s": budget_s}, method, files=files)
+    checked = validate({**fields, "budget_s": budget_s}, method, files=files, also=also)
     request = checked.request
     run = checked.finish(measure(request, method, where))
     if budget_s is None:
@@ -62,14 +64,14 @@ def roofline(
     *,
     warmup: int | None = None,
     files: Mapping[str, str] | None = None,
+    also: Sequence[Problem] = (),
     **fields: Any,
 ) -> tuple[RunResult, Path]:
     """``roofline_metrics`` from source: one run per config with the roofline collection,
-    under ncu; the run and its report."""
+    under ncu; the run and its report (``files``, ``also``: as ``profile``'s)."""
     metrics, sections = roofline_collection()
     collect = {"metrics": metrics, "sections": sections, "runs": 1}
-    request = validate(
-        {**fields, **collect, "warmup": 1 if warmup is None else warmup}, "ncu", files=files
-    ).request
+    given = {**fields, **collect, "warmup": 1 if warmup is None else warmup}
+    request = validate(given, "ncu", files=files, also=also).request
     run = measure(request, "ncu", where)
     return run, report_of(run)

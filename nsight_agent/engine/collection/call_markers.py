@@ -34,7 +34,7 @@ def needed(records: Sequence[ActionRecord]) -> bool:
     return present(records) and all(r.call is None for r in records)
 
 
-def tie(
+def assign_calls(
     records: Sequence[ActionRecord], calls: Sequence[Call], expected: KernelCounts | None = None
 ) -> list[ActionRecord]:
     """The kernels of the measured calls, each with its call and annotation, in launch order."""

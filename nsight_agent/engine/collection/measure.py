@@ -70,7 +70,7 @@ def measure(
     records = extract.read_actions(report, metrics, suggest=suggest)
     if call_markers.needed(records):
         try:
-            records = call_markers.tie(records, calls, expected_kernels)
+            records = call_markers.assign_calls(records, calls, expected_kernels)
         except call_markers.MarkerMismatch as err:
             raise ExtractionError(
                 f"The report has no NVTX call ranges and its call markers do not fit: {err}.",

@@ -10,7 +10,7 @@ import operator
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine.collection import measure, outputs, preflight_run, work
+from nsight_agent.engine.collection import check, measure, preflight_run
 from nsight_agent.engine.store import records
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import OutputCheck, PreflightResult, RunResult, artifact_paths
@@ -28,10 +28,10 @@ def of_ncu_run(
 ) -> RunResult:
     """extract and aggregate (report + manifest -> rows -> frame), then check (outputs and
     kernel counts -> OutputOK, warnings); ``seconds``: ncu's; ``dram_peak``: the GPU's DRAM
-    bandwidth, which no honest call's bytes beat (``outputs.floor_suspects``)."""
+    bandwidth, which no honest call's bytes beat (``check.floor_suspects``)."""
     files = records.RunFiles.in_folder(run_dir)
-    metrics = work.row_metrics(request)
-    added = work.added_metrics(request)  # read for the work check, not asked for
+    metrics = check.row_metrics(request)
+    added = check.added_metrics(request)  # read for the work check, not asked for
     manifest = measure.read_manifest(files.manifest)
     params = request.param_names()
     configs = [tuple(c[k] for k in params) for c in request.expanded_configs()]
@@ -67,20 +67,20 @@ def of_ncu_run(
         v: list(dict.fromkeys(r.kernel for r in measured.records if r.annotation == v))
         for v in variants
     }
-    most = outputs.most_kernels_per_run(measured.records, variants, request.ignore_kernels)
+    most = check.most_kernels_per_run(measured.records, variants, request.ignore_kernels)
     checks = [OutputCheck(**c) for c in manifest.get("checks", [])] or pre.checks
     manifest["kernels"] = kernels
     found_suspects = [
         *records.suspects_from(manifest.get("suspects")),
-        *outputs.floor_suspects(
+        *check.floor_suspects(
             measured.processed,
             request,
             manifest.get("out_bytes") or [],
             dram_peak,
         ),
-        *work.work_suspects(measured.processed, request),
+        *check.work_suspects(measured.processed, request),
     ]
-    processed, raw = work.without(measured.processed, added), work.without(measured.raw, added)
+    processed, raw = check.without(measured.processed, added), check.without(measured.raw, added)
     files.manifest.write_text(json.dumps(manifest, indent=1))
     facts = measured.ncu_cost(seconds)
     facts.profile_cuda_build = manifest.get("cuda_build")
@@ -88,18 +88,18 @@ def of_ncu_run(
         run_id=run_id,
         run_dir=run_dir,
         request=request,
-        processed=outputs.with_ok_column(processed, request, checks),
+        processed=check.with_ok_column(processed, request, checks),
         raw=raw,
         checks=checks,
         kernels=kernels,
-        warnings=outputs.ncu_run_warnings(request, checks, kernels, most, pre),
+        warnings=check.ncu_run_warnings(request, checks, kernels, most, pre),
         artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
         seconds=seconds,
         cuda_build=pre.cuda_build,
         preflight=pre,
         facts=facts,
         dropped={**pre.dropped, **records.dropped_from(manifest.get("dropped")), **uneven},
-        suspects=outputs.first_per_config(found_suspects),
+        suspects=check.first_per_config(found_suspects),
     )
 
 
@@ -120,7 +120,7 @@ def of_timing(
         warnings=[
             *timed.notes,
             f"measured by {timed.method} (no ncu, no counters)",
-            *outputs.short_kernel_warning(frame, timed.method),
+            *check.short_kernel_warning(frame, timed.method),
         ],
         artifacts={k: p for k, p in artifact_paths(run_dir).items() if p.exists()},
         seconds=0.0,
@@ -129,5 +129,5 @@ def of_timing(
             method=timed.method, order=timed.order[:64], cpu_probe_ns=timed.cpu_probe_ns
         ),
         dropped={**pre.dropped, **timed.dropped},
-        suspects=outputs.first_per_config([*pre.suspects, *timed.suspects]),
+        suspects=check.first_per_config([*pre.suspects, *timed.suspects]),
     )

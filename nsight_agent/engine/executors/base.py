@@ -134,19 +134,6 @@ class Executor(ABC):
         assert isinstance(result, RunResult)
         return result
 
-    def time(
-        self,
-        request: ProfileRequest,
-        *,
-        runs_root: Path | None = None,
-        cancel: threading.Event | None = None,
-    ) -> RunResult:
-        """The timing path as a job: queued for a GPU like the ncu jobs, so the two never
-        measure on one GPU at once (ncu's replay and clock locking would skew the timing)."""
-        result = self.run(Job(request, runs_root, mode="timing"), cancel=cancel)
-        assert isinstance(result, RunResult)
-        return result
-
     def __enter__(self) -> Executor:
         return self
 

@@ -21,7 +21,8 @@ DEFAULT_MAX_GB = 5.0
 
 
 def policy() -> tuple[int, float]:
-    """(runs kept, GB kept) after each run: NSIGHT_AGENT_KEEP_RUNS, NSIGHT_AGENT_KEEP_GB."""
+    """(runs kept, GB kept) as each run folder is made: NSIGHT_AGENT_KEEP_RUNS,
+    NSIGHT_AGENT_KEEP_GB."""
     try:
         keep = int(os.environ.get("NSIGHT_AGENT_KEEP_RUNS", DEFAULT_KEEP))
         max_gb = float(os.environ.get("NSIGHT_AGENT_KEEP_GB", DEFAULT_MAX_GB))

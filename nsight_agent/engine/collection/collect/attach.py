@@ -141,7 +141,7 @@ def readable(files: RunFiles, expected: call_markers.KernelCounts | None) -> Non
             "the attached report records no NVTX call ranges and no call markers", lasting=True
         )
     try:
-        call_markers.tie(records, calls, expected)
+        call_markers.assign_calls(records, calls, expected)
     except call_markers.MarkerMismatch as err:
         raise AttachFailed(f"the call markers do not fit: {err}") from err
 

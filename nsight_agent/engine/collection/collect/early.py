@@ -73,7 +73,7 @@ class Early(Strategy):
 
     def collect(self, run: RunPlace, pre: PreflightResult) -> Collected:
         assert self._started is not None, "collect follows preflight"
-        return self._started.go(dropped(pre), counted(pre))
+        return self._started.measure(dropped(pre), counted(pre))
 
 
 class EarlyCollect:
@@ -89,10 +89,10 @@ class EarlyCollect:
     def _run(self, collect: Callable[[Path], Collected]) -> None:
         try:
             self._result = collect(self.gate)
-        except BaseException as err:  # raised where the pipeline waits for it (go)
+        except BaseException as err:  # raised where the pipeline waits for it (measure)
             self._error = err
 
-    def go(self, skip: list[str], expected: KernelCounts | None = None) -> Collected:
+    def measure(self, skip: list[str], expected: KernelCounts | None = None) -> Collected:
         """The pre-flight passed: measure all but ``skip``, and wait for the collect stage; cut
         by its limit, it says what the pre-flight's kernel counts (``expected``) would need
         at the pace ncu kept since the verdict."""

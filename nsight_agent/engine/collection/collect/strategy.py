@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from nsight_agent.engine.collection import preflight_run, work
+from nsight_agent.engine.collection import check, preflight_run
 from nsight_agent.engine.collection.budget import BudgetPlan
 from nsight_agent.engine.collection.call_markers import KernelCounts
 from nsight_agent.engine.collection.ncu_args import NcuOptions
@@ -43,7 +43,7 @@ class CollectJob:
     @classmethod
     def of(cls, request: ProfileRequest) -> CollectJob:
         options = NcuOptions(
-            metrics=work.collected_metrics(request),
+            metrics=check.collected_metrics(request),
             sections=request.sections,
             replay_mode=request.replay_mode,
             cache_control=request.cache_control,

@@ -3,7 +3,7 @@
     executor = RayExecutor()                           # a local cluster over this machine's GPUs
     executor = RayExecutor("head-node:6379")           # an existing cluster (token auth applies)
     run = executor.profile(request, runs_root=root, on_progress=say, cancel=event)
-    run = executor.time(request, runs_root=root)       # method="timing" on a pool GPU
+    run = executor.run(Job(request, root, mode="timing"))  # method="timing" on a pool GPU
     executor.pool_info()                               # nodes, GPUs, hosts, jobs
 
 Each GPU of the pool that may profile gets a host: a Ray actor (``gpu_host.GpuHost``) holding

@@ -19,6 +19,7 @@ from nsight_agent.engine.executors.base import Job, JobResult
 from nsight_agent.engine.executors.ray import node as ray_node
 from nsight_agent.engine.executors.ray import scratch as ray_scratch
 from nsight_agent.engine.executors.ray.cluster import RemoteJobError
+from nsight_agent.engine.store import retention
 from nsight_agent.engine.store.facts import RanOn
 from nsight_agent.engine.store.run_status import tag_run
 from nsight_agent.engine.store.runs import PreflightResult, check_run_id, load_run
@@ -28,8 +29,10 @@ WHERE_KEYS = ("node", "gpu", "pid", "started", "ended")
 
 
 def land(out: dict[str, Any], job: Job, root: Path) -> JobResult:
-    """The host's answer into the runs root: the job's result, or its error raised."""
+    """The host's answer into the runs root (trimmed by the retention policy, as where a run
+    folder is made): the job's result, or its error raised."""
     ray_node.unpack(out["tar"], root)
+    retention.prune(root, *retention.policy())
     write_where(out, root)
     if not out["ok"]:
         payload = out["error"]
