@@ -175,7 +175,7 @@ def test_diagnose_a_report(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["diagnose", str(H200_REPORT)]) == 0
     assert "tensor roof" in capsys.readouterr().out
     assert cli.main(["diagnose"]) != 0
-    assert "Give a .ncu-rep, a kernel source file, or --run-id" in capsys.readouterr().err
+    assert "Give a .ncu-rep, a kernel source file, or a run id" in capsys.readouterr().err
 
 
 def _cli(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:

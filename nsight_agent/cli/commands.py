@@ -67,6 +67,16 @@ def _metrics(values: Sequence[str] | None) -> list[str]:
 
 
 REPORT_MAGIC = b"NVR\0"
+DIAGNOSE_TAKES = (
+    "diagnose takes a .ncu-rep, a kernel source file (profiled under ncu), or the id of an "
+    "earlier run (`nsight-agent runs` lists them; --runs-root for another runs folder)."
+)
+
+
+def _is_run(name: str, root: Path | None) -> bool:
+    from nsight_agent.service import runs as run_store
+
+    return run_store.is_run(name, root)
 
 
 def is_report(path: Path) -> bool:
@@ -121,6 +131,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     run = measure_source(
         args.method,
         f"profiling {path.name}",
+        args.runs_root,
         files=source_files(args.file),
         source=kernel_source(path, "profile"),
         language=args.language,
@@ -166,11 +177,18 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     # A file that is neither a report nor text is refused before anything heavy is imported;
     # one that is not Python, by the validation stage (before any run folder exists).
     path = Path(args.file) if args.file else None
-    source = None
-    if not args.run_id:
+    root = Path(args.runs_root) if args.runs_root else None
+    run_id, source = args.run_id, None
+    if not run_id:
         if path is None:
-            raise InvalidRequestError("Give a .ncu-rep, a kernel source file, or --run-id.")
-        if not (path.is_file() and is_report(path)):
+            raise InvalidRequestError(
+                "Give a .ncu-rep, a kernel source file, or a run id.", DIAGNOSE_TAKES
+            )
+        if not path.exists() and _is_run(args.file, root):
+            run_id = args.file
+        elif not path.exists():
+            raise InvalidRequestError(f"No file or run at {path}.", DIAGNOSE_TAKES)
+        elif not (path.is_file() and is_report(path)):
             source = kernel_source(path, "diagnose")
 
     import nsight_agent.cli.tables as tables
@@ -179,8 +197,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from nsight_agent.views import text
 
     options = {"ideal_bytes": args.ideal_bytes, "input_dtypes": args.input_dtype}
-    if args.run_id:
-        d = diagnose.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
+    if run_id:
+        page = {"offset": args.offset, "limit": args.limit}
+        d = diagnose.diagnose_run(run_id, runs_root=root, **page, **options)
     elif source is None:
         assert path is not None
         d = diagnose.diagnose_file(path, offset=args.offset, limit=args.limit, **options)
@@ -194,7 +213,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "timeout_s": args.timeout,
         }
         with output.progress(f"diagnosing {path.name} under ncu") as progress:
-            where = Measuring(on_progress=progress)
+            where = Measuring(runs_root=root, on_progress=progress)
             d = diagnose.diagnose_source(
                 fields,
                 where,
@@ -322,17 +341,19 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
     return 0
 
 
-def measure_source(method: str, stage: str, **fields: Any) -> Any:
+def measure_source(method: str, stage: str, runs_root: str | None = None, **fields: Any) -> Any:
     """The request of ``fields`` under ncu, or (``--method timing``) timed on a warm worker
-    started for this command; a spinner on stderr says which while it runs."""
+    started for this command, its run kept under ``runs_root`` (None: the default folder); a
+    spinner on stderr says which while it runs."""
     from nsight_agent.service import profile
     from nsight_agent.service.measure import Measuring
 
+    root = Path(runs_root) if runs_root else None
     if method == "timing":
         with output.progress(f"{stage}: timing (warm worker, no ncu)"):
-            return profile.profile(Measuring(), "timing", **fields)
+            return profile.profile(Measuring(runs_root=root), "timing", **fields)
     with output.progress(f"{stage} under ncu") as progress:
-        return profile.profile(Measuring(on_progress=progress), "ncu", **fields)
+        return profile.profile(Measuring(runs_root=root, on_progress=progress), "ncu", **fields)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

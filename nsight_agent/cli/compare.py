@@ -67,6 +67,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         run = measure_source(
             args.method,
             f"comparing {len(variants)} variants of {path.name}",
+            args.runs_root,
             files=source_files(args.file, candidates),
             source=source,
             language=args.language,

@@ -35,6 +35,16 @@ def _q(value: str) -> str:
     return shlex.quote(value.replace("\\'", "'"))
 
 
+def _source_options(m: re.Match[str]) -> str:
+    """``FILE --grid JSON --language L --entry E`` of a source call form's arguments."""
+    out = shlex.quote(m["path"])
+    if m["configs"]:
+        out += f" --grid {shlex.quote(m['configs'])}"
+    for name in ("language", "entry"):
+        out += f" --{name} {m[name]}" if m[name] else ""
+    return out
+
+
 _OFFSET = r"(?:,\s*offset=(?P<offset>\d+))?"
 _LIMIT = r"(?:,\s*limit=(?P<limit>\d+))?"
 
@@ -58,6 +68,13 @@ RULES: list[Rule] = [
         lambda m: f"`nsight-agent diagnose --run-id {_q(m['run'])}{_paging(m)}`",
     ),
     (
+        re.compile(
+            r"diagnose_kernel\(source=<text of (?P<path>[^>]+)>(?:, configs=(?P<configs>\[.*?\]))?"
+            r"(?:, language='(?P<language>\w+)')?(?:, entry='(?P<entry>\w+)')?\)"
+        ),
+        lambda m: f"`nsight-agent diagnose {_source_options(m)}`",
+    ),
+    (
         re.compile(rf"get_skill\({_arg('name')}\)"),
         lambda m: f"`nsight-agent skills {_q(m['name'])}`",
     ),
@@ -72,6 +89,14 @@ RULES: list[Rule] = [
     (
         re.compile(r"the runs resource nsight-agent://runs"),
         lambda m: "`nsight-agent runs`",
+    ),
+    (
+        re.compile(r"method='timing' of profile_kernel or compare_variants"),
+        lambda m: "`nsight-agent profile FILE --method timing` (or `compare`)",
+    ),
+    (
+        re.compile(r"diagnose_kernel\(report_path=<(?P<path>[^>]+)>\)"),
+        lambda m: f"`nsight-agent diagnose {m['path']}`",
     ),
     (re.compile(r"\boptions\.timeout_s\b"), lambda m: "--timeout"),
     (re.compile(r"clock_control='(\w+)'"), lambda m: f"--clock-control {m[1]}"),

@@ -6,9 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from nsight_agent.arguments import fields_text
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.engine.store import retention, run_status, runs
+from nsight_agent.errors import NsightAgentError
 from nsight_agent.judge.reading import report_of as report_of  # the run's .ncu-rep
 from nsight_agent.judge.run import param_names
 
@@ -18,7 +22,26 @@ def runs_root_or_default(runs_root: Path | None) -> Path:
 
 
 def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
-    return pipeline.load_run(run_id, runs_root=runs_root)
+    """The run ``run_id``; one whose stored request no longer reads as a request (written by
+    another version, or edited) is refused saying so, in place of pydantic's words."""
+    try:
+        return pipeline.load_run(run_id, runs_root=runs_root)
+    except ValidationError as err:
+        raise NsightAgentError(
+            f"Run {run_id}'s request.json does not read as a request of this version "
+            f"({fields_text(err)}).",
+            "It was written by another version of nsight-agent, or edited: profile again to "
+            "make a run this version reads (its other files stay readable as artifacts).",
+        ) from err
+
+
+def is_run(run_id: str, runs_root: Path | None = None) -> bool:
+    """Whether ``run_id`` names a run folder under the runs folder."""
+    try:
+        runs.check_run_id(run_id)
+    except NsightAgentError:
+        return False
+    return runs.is_run_dir(runs_root_or_default(runs_root) / run_id)
 
 
 def list_runs(runs_root: Path | None = None, limit: int = 200) -> dict[str, Any]:
