@@ -29,10 +29,14 @@ from nsight_agent.views.common import ARTIFACT_URI, Page, page
 
 
 class Stat(BaseModel):
-    """One metric of one config: spread over the runs."""
+    """One metric of one config: spread over the runs (median, 20th and 80th percentiles
+    beside the mean, as Triton's do_bench reports them)."""
 
     avg: float | None = None
     std: float | None = None
+    median: float | None = None
+    p20: float | None = None
+    p80: float | None = None
     min: float | None = None
     max: float | None = None
     n: int
@@ -75,6 +79,9 @@ def _stat(row: Mapping[str, Any]) -> Stat:
     return Stat(
         avg=sig(row.get("AvgValue")),
         std=sig(row.get("StdDev"), 3),
+        median=sig(row.get("MedianValue")),
+        p20=sig(row.get("P20Value")),
+        p80=sig(row.get("P80Value")),
         min=sig(row.get("MinValue")),
         max=sig(row.get("MaxValue")),
         n=int(n) if n is not None and not pd.isna(n) else 0,
@@ -110,7 +117,8 @@ def profile_summary(
     limit: int = 20,
 ) -> ProfileSummary:
     """Per (variant, config) of ``frame`` (the run's rows to show, in absolute values): each
-    metric's avg, std, min, max, n, RSD and stability; ``warnings``: the run's."""
+    metric's avg, std, median, p20, p80, min, max, n, RSD and stability; ``warnings``: the
+    run's."""
     params = param_names(frame)
     configs = config_list(run)
     variants = variant_names(frame)
