@@ -20,6 +20,7 @@ from nsight_agent.views.common import Page
 from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary
+from nsight_agent.views.run_list import COLUMNS, RunRow, cells
 from nsight_agent.views.runs import ProfileSummary
 from nsight_agent.views.text import (
     kernels_text,
@@ -252,13 +253,15 @@ def failed_run(run_id: str, failure: Mapping[str, Any], warnings: Sequence[str])
 # --- runs and doctor ------------------------------------------------------------------------
 
 
-def runs_list(root: str, run_ids: Sequence[str], status: Mapping[str, str]) -> RenderableType:
-    table = _table(f"{len(run_ids)} run(s) in {root}")
-    table.add_column("run id")
-    table.add_column("status")
-    for run_id in run_ids:
-        state = status.get(run_id, "passed")
-        table.add_row(run_id, Text(state, style=STATUS_STYLE.get(state, "bold red")))
+def runs_list(root: str, rows: Sequence[RunRow]) -> RenderableType:
+    table = _table(f"{len(rows)} run(s) in {root}")
+    for name in COLUMNS:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        values: list[RenderableType] = list(cells(row))
+        state = row.status.split(" ")[0]
+        values[4] = Text(row.status, style=STATUS_STYLE.get(state, "bold red"))
+        table.add_row(*values)
     return table
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
+import nsight_agent.kernelbench as kernelbench
 from nsight_agent.judge.run import (
     CPU_TIMER,
     STABLE_RSD_PCT,
@@ -90,6 +91,15 @@ def _stat(row: Mapping[str, Any]) -> Stat:
     )
 
 
+def problem_sizes(run: RunLike) -> dict[str, Any]:
+    """A KernelBench problem's sizes (the module constants its inputs read), shown under each
+    config (which overrides them) so its column reads the sizes it ran at, not blank; empty
+    for any other source."""
+    if run.request.language != "kernelbench":
+        return {}
+    return kernelbench.sizes(run.request.source)
+
+
 def metric_labels(run: RunLike) -> dict[str, str]:
     """Names for people: a CPU timing's time metric is wall-clock time, not a GPU duration."""
     if timing_method(run, run.processed) == CPU_TIMER:
@@ -123,6 +133,7 @@ def profile_summary(
     configs = config_list(run)
     variants = variant_names(frame)
     checks = checks_by(run)
+    sizes = problem_sizes(run)
     groups: dict[tuple[str, int], ConfigResult] = {}
     kernels_listed = {k for ks in run.kernels.values() for k in ks}
     for row in frame.to_dict("records"):
@@ -136,7 +147,7 @@ def profile_summary(
             kernel = None if raw_kernel is None or pd.isna(raw_kernel) else str(raw_kernel) or None
             entry = ConfigResult(
                 config_index=idx,
-                config=configs[idx] if idx >= 0 else row_config(row, params),
+                config=sizes | (configs[idx] if idx >= 0 else row_config(row, params)),
                 variant=variant if len(variants) > 1 else None,
                 stats={},
                 kernel=kernel if kernel and kernel not in kernels_listed else None,
