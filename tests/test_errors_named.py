@@ -264,6 +264,7 @@ def test_every_hint_names_options_its_command_has(
         ["profile", src, "--grid", "{"],
         ["profile", src, "--metrics", "dram__bytes.summ", "--config", "n=4"],
         ["profile", missing],
+        ["profile", str(not_python)],
         ["compare", src, "--variant", "a"],
         ["compare", src, "--variant", "a=run", "--variant", "b=run", "--config", "n=4"],
         ["diagnose", src, "--config", "n=4", "--language", "torch"],
@@ -281,9 +282,40 @@ def test_every_hint_names_options_its_command_has(
         ["check", src, "--baseline", "no-such-baseline"],
         ["history", "no-such-baseline"],
     ]
+    said = {}
     wrong = []
     for argv in cases:
         code, _, err = _run(argv, capsys)
         assert code != 0 and err, argv
+        said[" ".join(argv[:1] + argv[1:2])] = err
         wrong += [f"{' '.join(argv)}: {w}" for w in foreign_flags(err, argv[0])]
     assert not wrong, "\n".join(wrong)
+    # what a command says it takes is what it takes: profile reads no report
+    assert "profile takes a kernel source file" in said[f"profile {not_python}"]
+    assert "`nsight-agent report` reads a .ncu-rep" in said[f"profile {not_python}"]
+
+
+def test_an_option_the_command_lacks_is_named_with_the_command_that_has_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hint written for any ncu run (a timeout's: "or method='timing'") reaching a command
+    without --method names `nsight-agent profile FILE --method timing` instead."""
+    from nsight_agent.errors import CollectionTimeoutError
+    from nsight_agent.service import diagnose
+
+    hint = "Raise it, or method='timing' where no counters are needed; clock_control='base'."
+
+    def times_out(*args: Any, **kwargs: Any) -> Any:
+        raise CollectionTimeoutError("The run passed its limit.", hint)
+
+    monkeypatch.setattr(diagnose, "diagnose_file", times_out)
+    report = Path(__file__).parent / "fixtures" / "h200_bf16_matmul_sections.ncu-rep"
+    code, _, err = _run(["diagnose", str(report)], capsys)
+    assert code == 1 and not foreign_flags(err, "diagnose"), err
+    assert "`nsight-agent profile FILE --method timing`" in err
+    assert "`nsight-agent profile FILE --clock-control base`" in err
+    monkeypatch.setattr(cli.main.__globals__["commands"], "measure_source", times_out)
+    source = tmp_path / "add.py"
+    source.write_text(SOURCE)
+    code, _, err = _run(["profile", str(source)], capsys)
+    assert "or --method timing where" in err and not foreign_flags(err, "profile"), err

@@ -81,15 +81,21 @@ def kernel_source(path: Path, command: str) -> str:
     """The text of a kernel source file (UTF-8), refused at once when there is none or it is
     not text. Whether it is Python and follows the contract, the validation stage judges
     (``service/validate.py``), naming this file (``source_files``)."""
+    takes = f"{command} takes a kernel source file (Python, with setup() and the entry, or a "
+    takes += "KernelBench problem)"
+    takes += (
+        ", a .ncu-rep, or a run id."
+        if command == "diagnose"
+        else "; `nsight-agent report` reads a .ncu-rep."
+    )
     if not path.is_file():
-        raise InvalidRequestError(f"No file at {path}.")
+        raise InvalidRequestError(f"No file at {path}.", takes)
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise InvalidRequestError(
             f"{path} is neither an Nsight Compute report nor Python source (not UTF-8 text).",
-            f"{command} takes a .ncu-rep report or a kernel source file (Python, with setup() "
-            "and the entry).",
+            takes,
         ) from err
 
 

@@ -14,6 +14,8 @@ import re
 import shlex
 from collections.abc import Callable
 
+import nsight_agent.cli.parser as parser
+
 _Q = r"'(?P<{}>(?:[^'\\]|\\.)*)'"  # a Python repr of a string (what the hints use)
 
 
@@ -104,8 +106,28 @@ RULES: list[Rule] = [
 ]
 
 
-def cli_terms(text: str) -> str:
-    """``text`` with every MCP call it names replaced by the command that does the same."""
+def cli_terms(text: str, command: str | None = None) -> str:
+    """``text`` with every MCP call it names replaced by the command that does the same; for
+    ``command``, an option it lacks named with the command that has it."""
     for pattern, replace in RULES:
         text = pattern.sub(replace, text)
-    return text
+    return text if command is None else _for_command(text, command)
+
+
+# Options a message may name for the work of another command (a timing run, locked clocks):
+# where the command answering has no such option, the message names the command that does.
+_ELSEWHERE = re.compile(r"(?<![\w`-])--(method|clock-control) (\w+)")
+
+
+def _for_command(text: str, command: str) -> str:
+    found = next((c for c in parser.COMMANDS if c.name == command), None)
+    if found is None:
+        return text
+    flags = {f for names, _ in found.options for f in names}
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # outside the commands already quoted
+        parts[i] = _ELSEWHERE.sub(
+            lambda m: m[0] if f"--{m[1]}" in flags else f"`nsight-agent profile FILE {m[0]}`",
+            parts[i],
+        )
+    return "`".join(parts)
