@@ -95,7 +95,7 @@ def problem_sizes(run: RunLike) -> dict[str, Any]:
     """A KernelBench problem's sizes (the module constants its inputs read), shown under each
     config (which overrides them) so its column reads the sizes it ran at, not blank; empty
     for any other source."""
-    if run.request.language != "kernelbench":
+    if getattr(run.request, "language", None) != "kernelbench":  # (a test's stand-in has none)
         return {}
     return kernelbench.sizes(run.request.source)
 
