@@ -1,15 +1,17 @@
-"""What callers send, checked as strictly as the requests they become: a tool's arguments
-refused when unknown (saying where a misplaced knob goes), and pydantic's errors as one line.
+"""What callers send, checked as strictly as the requests they become, and answered in our
+words: an unknown argument named with the one meant (a near miss, the required one still
+missing, or the ``options`` knob it is), and pydantic's errors reworded, every answer ending
+with a hint line (what the caller can send instead). pydantic's own phrasing ("Field
+required", "Value error, ...", its documentation links) never reaches a caller.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ValidationError
 
 from nsight_agent.errors import Problem
 
@@ -23,76 +25,135 @@ OPTION_KNOBS = frozenset(
     }
 )  # fmt: skip
 
-
-def misplaced_knob(name: str, options: bool = True) -> str:
-    """What to do with an argument that is not one: a knob of ``options`` says where it goes,
-    a near miss of a knob says which one, anything else (or any name, for a tool without
-    ``options``) is unknown."""
-    if not options:
-        return f"{name} is not an argument of this tool"
-    if name in OPTION_KNOBS:
-        return f"{name} is not a top-level argument: pass it as options.{name}"
-    close = difflib.get_close_matches(name, sorted(OPTION_KNOBS), n=1)
-    if close:
-        return f"{name} is not an argument: did you mean options.{close[0]}?"
-    return f"{name} is not an argument of this tool"
-
-
 ArgModel = TypeVar("ArgModel", bound=BaseModel)
 
 
 def strict_arguments(base: type[ArgModel]) -> type[ArgModel]:
-    """A tool's arguments model that refuses unknown arguments, and says where a knob sent
-    at the top level goes ("timeout_s is not a top-level argument: pass it as
-    options.timeout_s") instead of pydantic's "Extra inputs are not permitted"; the rejected
-    values (the caller's data) are not echoed."""
-
-    def misplaced(cls: type[BaseModel], data: Any) -> Any:
-        if isinstance(data, dict):
-            wrong = [str(k) for k in data if k not in cls.model_fields]
-            if wrong:
-                has = "options" in cls.model_fields
-                text = "; ".join(misplaced_knob(name, has) for name in wrong)
-                raise PydanticCustomError("unknown_argument", "{text}", {"text": text})
-        return data
-
+    """A tool's arguments model that refuses unknown arguments (never drops them without a
+    word) and keeps the rejected values (the caller's data) out of its errors; the answer's
+    words are ``arguments_text``'s."""
     config = {**base.model_config, "extra": "forbid", "hide_input_in_errors": True}
-    namespace = {
-        "model_config": config,
-        "_misplaced": model_validator(mode="before")(classmethod(misplaced)),  # type: ignore[arg-type]
-    }
-    return type(base.__name__, (base,), namespace)
+    return type(base.__name__, (base,), {"model_config": config})
 
 
-def validation_text(err: ValidationError) -> str:
-    """A pydantic error as one line a person or a model can act on."""
-    parts = []
-    for e in err.errors()[:8]:
-        where = ".".join(str(p) for p in e["loc"]) or "request"
-        hint = ""
-        if e["type"] == "extra_forbidden" and e["loc"]:
-            close = difflib.get_close_matches(str(e["loc"][-1]), sorted(OPTION_KNOBS), n=1)
-            hint = f" (did you mean options.{close[0]}?)" if close else ""
-        parts.append(f"{where}: {e['msg']}{hint}")
-    more = f" (+{err.error_count() - 8} more)" if err.error_count() > 8 else ""
-    return "Malformed request: " + "; ".join(parts) + more
+def meant(name: str, arguments: Sequence[str], missing: Sequence[str], options: bool) -> str | None:
+    """The argument an unknown ``name`` was meant to be: a near miss of an argument (or of a
+    knob of ``options``, for a tool that has them), one that contains it (``probe`` for
+    ``probe_counters``), else the one required argument still missing (``get_skill
+    {"skill": ...}`` meant ``name``); None when nothing comes close."""
+    knobs = [f"options.{k}" for k in sorted(OPTION_KNOBS)] if options else []
+    close = difflib.get_close_matches(name, [*arguments, *knobs], n=1)
+    if not close:
+        close = difflib.get_close_matches(f"options.{name}", knobs, n=1)
+    if not close and len(name) >= 3:
+        close = [a for a in arguments if name.lower() in a or a in name.lower()][:1]
+    if not close and len(missing) == 1:
+        close = list(missing)
+    return close[0] if close else None
 
 
+def _unknown(name: str, said: str | None, options: bool) -> str:
+    if options and name in OPTION_KNOBS:
+        return f"unknown argument {name!r}: it is an option; pass it as options.{name}"
+    return f"unknown argument {name!r}" + (f"; did you mean {said!r}?" if said else "")
+
+
+def signature(tool: str, model: type[BaseModel]) -> str:
+    """``tool``'s arguments as one phrase, the required ones marked."""
+    names = [n + (" (required)" if f.is_required() else "") for n, f in model.model_fields.items()]
+    if not names:
+        return f"{tool} takes no arguments."
+    return f"{tool} takes {', '.join(names)}; their types and limits are in its input schema."
+
+
+def arguments_text(
+    err: ValidationError, tool: str, model: type[BaseModel], given: Mapping[str, Any]
+) -> str:
+    """A tool call's malformed arguments in our words: each unknown argument with the one
+    meant, each missing one, each bad value with what it must be; then a hint line with
+    the arguments the tool takes."""
+    fields = list(model.model_fields)
+    options = "options" in model.model_fields
+    missing = [n for n, f in model.model_fields.items() if f.is_required() and n not in given]
+    unknown = [str(k) for k in given if k not in model.model_fields]
+    parts, taken = [], set()
+    for name in unknown:
+        said = meant(name, fields, missing if len(unknown) == 1 else [], options)
+        taken.add(said)
+        parts.append(_unknown(name, said, options))
+    parts += [f"argument {n!r} is required" for n in missing if n not in taken]
+    found: dict[str, str] = {}
+    for e in err.errors():
+        if e["type"] in ("missing", "extra_forbidden") and len(e["loc"]) == 1:
+            continue  # said above, from the arguments themselves
+        # a union's members (configs: a list or a grid) are one argument
+        where = ".".join(str(p) for p in e["loc"] if isinstance(p, int) or "[" not in str(p))
+        said = reworded(e)
+        if where in found:
+            said = f"{found[where]} or {said.removeprefix('must be ')}"
+        found[where] = said
+    parts += [f"argument {w!r} {said}" if w else said for w, said in found.items()]
+    return "; ".join(parts) + f"\nHint: {signature(tool, model)}"
+
+
+# pydantic's messages by error type, in a caller's words (the rest: its text, reworded).
+_BY_TYPE = {
+    "missing": "is required",
+    "extra_forbidden": "is not allowed here",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "list_type": "must be a list",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+}
 _PREFIXES = ("Value error, ", "Assertion failed, ")
 
 
-def _said(e: Any, what: str) -> str:
-    """pydantic's message in a user's words: a validator's own text without pydantic's
-    "Value error, " prefix; "Input should be" as "must be"; an unknown field with a near
-    miss (never the rejected value)."""
+def reworded(e: Mapping[str, Any]) -> str:
+    """One of pydantic's errors as what the value must be: a validator's own text without
+    pydantic's "Value error, " prefix, "Input should be" as "must be"."""
+    if e["type"] in _BY_TYPE:
+        return _BY_TYPE[e["type"]]
     msg = str(e["msg"])
     for prefix in _PREFIXES:
         msg = msg.removeprefix(prefix)
-    if e["type"] == "missing":
-        return "is required"
-    if e["type"] == "extra_forbidden":
-        return f"is not {what}"
     return msg.replace("Input should be", "must be", 1)
+
+
+VALIDATION_HINT = "Correct each field named; the others were accepted."
+
+
+def fields_text(err: ValidationError, what: str = "request") -> str:
+    """pydantic's errors as ``field: what it must be`` joined by "; " (at most eight)."""
+    parts = []
+    for e in err.errors()[:8]:
+        where = ".".join(str(p) for p in e["loc"]) or what
+        said = reworded(e)
+        if e["type"] == "extra_forbidden" and e["loc"]:
+            close = difflib.get_close_matches(str(e["loc"][-1]), sorted(OPTION_KNOBS), n=1)
+            said += f" (did you mean options.{close[0]}?)" if close else ""
+        parts.append(f"{where}: {said}")
+    more = f" (+{err.error_count() - 8} more)" if err.error_count() > 8 else ""
+    return "; ".join(parts) + more
+
+
+def validation_text(
+    err: ValidationError, what: str = "request", hint: str = VALIDATION_HINT
+) -> str:
+    """A pydantic error as one line a person or a model can act on, then a hint line."""
+    return f"Malformed {what}: {fields_text(err, what)}\nHint: {hint}"
+
+
+def _said(e: Any, what: str) -> str:
+    """pydantic's message in a user's words; an unknown field is not ``what``."""
+    return f"is not {what}" if e["type"] == "extra_forbidden" else reworded(e)
 
 
 def problems_of(

@@ -9,6 +9,7 @@ module constants (``M = 1024``); a candidate defines ``class ModelNew``. The har
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 PROBLEM_CLASS = "Model"
 CANDIDATE_CLASS = "ModelNew"
@@ -73,3 +74,64 @@ def module_constants(source: str) -> list[str]:
     if tree is None:
         return []
     return sorted(n for n in _assigned(tree) if not n.startswith("__"))
+
+
+_ARITHMETIC: dict[type[ast.operator], Any] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Div: lambda a, b: a / b,
+    ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a**b if abs(b) <= 64 else None,
+}
+
+
+def _value(node: ast.expr, known: dict[str, Any]) -> Any:
+    """A constant expression's value: literals, earlier constants, arithmetic and tuples of
+    them; None for anything else (a call, an attribute: nothing is run)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str | bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return known.get(node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _value(node.operand, known)
+        return -inner if isinstance(inner, int | float) else None
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        a, b = _value(node.left, known), _value(node.right, known)
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
+        try:
+            return _ARITHMETIC[type(node.op)](a, b) if numbers else None
+        except (ArithmeticError, ValueError):
+            return None
+    if isinstance(node, ast.Tuple | ast.List):
+        items = [_value(e, known) for e in node.elts]
+        return tuple(items) if all(i is not None for i in items) else None
+    return None
+
+
+def sizes(source: str) -> dict[str, Any]:
+    """A problem's sizes: the module constants its ``get_inputs`` and ``get_init_inputs``
+    read (``batch_size``, ``features``), in source order, each with its value where it is a
+    number, string or flag (literal, or arithmetic of literals and earlier constants): the
+    values a config may override, which with no config are what it ran at. Empty for a source
+    that is not a problem."""
+    tree = _tree(source)
+    if tree is None or not is_problem(tree):
+        return {}
+    known: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(target, ast.Name) and value:
+            found = _value(value, known)
+            if isinstance(found, int | float | str) and not target.id.startswith("__"):
+                known[target.id] = found
+    read = {
+        n.id
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef) and f.name in ("get_inputs", "get_init_inputs")
+        for n in ast.walk(f)
+        if isinstance(n, ast.Name)
+    }
+    return {name: value for name, value in known.items() if name in read}

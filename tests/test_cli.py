@@ -175,7 +175,7 @@ def test_diagnose_a_report(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["diagnose", str(H200_REPORT)]) == 0
     assert "tensor roof" in capsys.readouterr().out
     assert cli.main(["diagnose"]) != 0
-    assert "Give a .ncu-rep, a kernel source file, or --run-id" in capsys.readouterr().err
+    assert "Give a .ncu-rep, a kernel source file, or a run id" in capsys.readouterr().err
 
 
 def _cli(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -240,7 +240,8 @@ def test_metrics_skills_and_runs_commands(tmp_path: Path) -> None:
         os.utime(run, (1000 + i, 1000 + i))
     (root / ".cuda-cache").mkdir()
     listed = _cli("runs", "list", "--runs-root", str(root))
-    assert listed.stdout.split() == ["run2", "run1", "run0"]
+    # a header, then one row per run, its id first (`awk 'NR>1 {print $1}'` lists the ids)
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["run2", "run1", "run0"]
     pruned = _cli("runs", "prune", "--runs-root", str(root), "--keep", "1")
     assert pruned.returncode == 0 and "removed 2 run(s)" in pruned.stdout
     assert sorted(p.name for p in root.iterdir()) == [".cuda-cache", "run2"]

@@ -391,7 +391,9 @@ def test_ncu_on_the_gpu_gives_the_timing_paths_answer(paths: Paths, case: Case) 
 BY_NAME = {c.name: c for c in CASES}
 
 
-def _measure_without_validation(method: str, stage: str, **fields: Any) -> Any:
+def _measure_without_validation(
+    method: str, stage: str, runs_root: str | None = None, **fields: Any
+) -> Any:
     """The CLI's measuring call as it would be without the validation stage: the request
     built as sent, straight to the machine."""
     from nsight_agent.request import ProfileRequest

@@ -32,7 +32,8 @@ TIME = "gpu__time_duration.sum"
 PROCESSED_COLUMNS = [
     "Annotation", "Metric", "n", "AvgValue", "StdDev", "MinValue", "MaxValue", "NumRuns",
     "Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit", "CI95_Lower", "CI95_Upper",
-    "RelativeStdDevPct", "StableMeasurement", "Normalized", "Geomean",
+    "RelativeStdDevPct", "StableMeasurement", "Normalized", "Geomean", "MedianValue", "P20Value",
+    "P80Value",
 ]  # fmt: skip
 
 # Readers of the engine fixtures recorded on the H200 by scripts/record_fixtures.py.

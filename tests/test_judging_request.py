@@ -234,15 +234,16 @@ def test_tolerances_and_timeouts_have_their_bounds() -> None:
 def test_validation_text_is_one_line_with_at_most_eight_errors() -> None:
     with pytest.raises(ValidationError) as info:
         ProfileRequest.model_validate({f"x{i}": 1 for i in range(10)})
-    text = validation_text(info.value)
+    text, hint = validation_text(info.value).split("\n")
     assert text.startswith("Malformed request: ")
     assert text.count(";") == 7
     assert text.endswith(f"(+{info.value.error_count() - 8} more)")
-    assert "source: Field required" in text
+    assert "source: is required" in text and hint.startswith("Hint: ")
     with pytest.raises(ValidationError) as one:
         make(runs=0)
     assert validation_text(one.value) == (
-        "Malformed request: runs: Input should be greater than or equal to 1"
+        "Malformed request: runs: must be greater than or equal to 1\n"
+        "Hint: Correct each field named; the others were accepted."
     )
 
 
@@ -285,8 +286,8 @@ def test_config_messages_in_full(configs: object, message: str) -> None:
 def test_the_source_message_in_full() -> None:
     with pytest.raises(ValidationError) as info:
         make(source="#" * (MAX_SOURCE_BYTES + 1))
-    assert validation_text(info.value) == (
-        "Malformed request: source: Value error, source is 4.0 MiB; the limit is 4 MiB. Send the "
+    assert validation_text(info.value).split("\n")[0] == (
+        "Malformed request: source: source is 4.0 MiB; the limit is 4 MiB. Send the "
         "kernel and its entry points only (load large data in setup, from files)"
     )
 
@@ -297,16 +298,14 @@ def test_validation_text_paths_and_the_eight_error_cut() -> None:
     assert validation_text(nested.value).startswith("Malformed request: variants.0.name: ")
     with pytest.raises(ValidationError) as whole:
         make(metrics=[], sections=[])
-    assert validation_text(whole.value) == (
-        "Malformed request: request: Value error, ask for at least one metric or section"
+    assert validation_text(whole.value).split("\n")[0] == (
+        "Malformed request: request: ask for at least one metric or section"
     )
     for n, tail in ((8, ""), (9, " (+1 more)")):
         with pytest.raises(ValidationError) as info:
             make(**{f"extra{i}": 1 for i in range(n)})
-        text = validation_text(info.value)
-        assert info.value.error_count() == n and text.endswith(
-            f"Extra inputs are not permitted{tail}"
-        )
+        text = validation_text(info.value).split("\n")[0]
+        assert info.value.error_count() == n and text.endswith(f"is not allowed here{tail}")
         assert text.count("; ") == 7
 
 
@@ -317,7 +316,7 @@ def test_param_names_of_a_single_config() -> None:
 def test_validation_text_joins_errors_with_a_semicolon() -> None:
     with pytest.raises(ValidationError) as info:
         make(runs=0, warmup=-1)
-    assert validation_text(info.value) == (
-        "Malformed request: runs: Input should be greater than or equal to 1; "
-        "warmup: Input should be greater than or equal to 0"
+    assert validation_text(info.value).split("\n")[0] == (
+        "Malformed request: runs: must be greater than or equal to 1; "
+        "warmup: must be greater than or equal to 0"
     )

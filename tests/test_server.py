@@ -250,7 +250,10 @@ async def test_profiling_without_ncu_fails_at_once_and_names_the_timing_path(
     for answer in (result, diagnosed):
         text = _error(answer)
         assert "ncu" in text and "not found" in text and "Nothing was run" in text, text
-        assert 'method="timing" (--method timing)' in text
+    # Each names what answers without ncu in its own terms: diagnose_kernel takes no method.
+    assert 'method="timing" (--method timing)' in _error(result)
+    assert "method='timing' of profile_kernel or compare_variants" in _error(diagnosed)
+    assert "diagnose_kernel(report_path=" in _error(diagnosed)
     assert list_runs(tmp_path)["runs"] == []  # no pre-flight ran, no run recorded "passed"
 
 

@@ -7,7 +7,7 @@ to exit codes; each command (``cli/commands.py``) calls one use case of ``nsight
 
 from __future__ import annotations
 
-from nsight_agent.cli.commands import parse_config, parse_configs
+from nsight_agent.cli.inputs import parse_config, parse_configs
 from nsight_agent.cli.main import build_parser, main
 
 __all__ = ["build_parser", "main", "parse_config", "parse_configs"]

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from nsight_agent.cli.commands import kernel_source, source_files
+from nsight_agent.cli.inputs import kernel_source, source_files
 from nsight_agent.errors import InvalidRequestError
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOT_COMPARABLE = 0, 1, 2, 3

@@ -4,102 +4,31 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import nsight_agent.cli.output as output
+from nsight_agent.cli.inputs import (
+    is_report,
+    kernel_source,
+    metrics_of,
+    parse_configs,
+    source_files,
+)
 from nsight_agent.errors import InvalidRequestError
 
-
-def _value(text: str) -> Any:
-    """A config value: JSON when it parses (numbers, lists, true), else the plain string."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+DIAGNOSE_TAKES = (
+    "diagnose takes a .ncu-rep, a kernel source file (profiled under ncu), or the id of an "
+    "earlier run (`nsight-agent runs` lists them; --runs-root for another runs folder)."
+)
 
 
-def parse_config(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["M=1024", "dtype=float16"]`` -> ``{"M": 1024, "dtype": "float16"}``."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        for item in pair.split(","):
-            key, sep, value = item.partition("=")
-            if not sep or not key.strip() or key.strip().startswith("-"):
-                raise InvalidRequestError(
-                    f"--config expects key=value pairs; got {item!r}.",
-                    "Example: --config M=1024 N=512 --config M=2048 N=512",
-                )
-            out[key.strip()] = _value(value.strip())
-    return out
+def _is_run(name: str, root: Path | None) -> bool:
+    from nsight_agent.service import runs as run_store
 
-
-def parse_configs(
-    configs: Sequence[Sequence[str]] | None, grid: str | None
-) -> list[dict[str, Any]]:
-    """The configs of ``--config`` (one per occurrence) and ``--grid`` (JSON: dict of lists or list)."""
-    out = [parse_config(c) for c in configs or []]
-    if grid:
-        try:
-            data = json.loads(grid)
-        except json.JSONDecodeError as err:
-            raise InvalidRequestError(
-                f"--grid is not valid JSON: {err}",
-                'Example: --grid \'{"M": [1024, 2048], "BLOCK": [64, 128]}\'',
-            ) from err
-        if isinstance(data, dict):
-            keys = list(data)
-            values = [v if isinstance(v, list) else [v] for v in data.values()]
-            out += [dict(zip(keys, combo)) for combo in itertools.product(*values)]
-        elif isinstance(data, list) and all(isinstance(d, dict) for d in data):
-            out += data
-        else:
-            raise InvalidRequestError("--grid must be a JSON object of lists or a list of objects.")
-    return out or [{}]
-
-
-def _metrics(values: Sequence[str] | None) -> list[str]:
-    return [m.strip() for v in values or [] for m in v.split(",") if m.strip()]
-
-
-REPORT_MAGIC = b"NVR\0"
-
-
-def is_report(path: Path) -> bool:
-    """A .ncu-rep by name or by its first bytes (ncu writes ``NVR\\0`` first)."""
-    if path.suffix == ".ncu-rep":
-        return True
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == REPORT_MAGIC
-    except OSError:
-        return False
-
-
-def kernel_source(path: Path, command: str) -> str:
-    """The text of a kernel source file (UTF-8), refused at once when there is none or it is
-    not text. Whether it is Python and follows the contract, the validation stage judges
-    (``service/validate.py``), naming this file (``source_files``)."""
-    if not path.is_file():
-        raise InvalidRequestError(f"No file at {path}.")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise InvalidRequestError(
-            f"{path} is neither an Nsight Compute report nor Python source (not UTF-8 text).",
-            f"{command} takes a .ncu-rep report or a kernel source file (Python, with setup() "
-            "and the entry).",
-        ) from err
-
-
-def source_files(main: str, candidates: dict[str, str] | None = None) -> dict[str, str]:
-    """The file each source came from, as the validation stage names them in its messages:
-    "" for the main FILE, a variant's name for its ``--candidate`` file."""
-    return {"": main, **(candidates or {})}
+    return run_store.is_run(name, root)
 
 
 def dump_json(model: Any) -> str:
@@ -121,12 +50,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     run = measure_source(
         args.method,
         f"profiling {path.name}",
+        args.runs_root,
         files=source_files(args.file),
         source=kernel_source(path, "profile"),
         language=args.language,
         entry=args.entry,
         configs=parse_configs(args.config, args.grid),
-        metrics=_metrics(args.metrics),
+        metrics=metrics_of(args.metrics),
         skill=args.skill,
         runs=args.runs,
         timeout_s=args.timeout,
@@ -149,7 +79,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from nsight_agent.views import text
 
     options: dict[str, Any] = {"offset": args.offset, "limit": args.limit}
-    options |= {"findings": args.findings, "metrics": _metrics(args.metrics)}
+    options |= {"findings": args.findings, "metrics": metrics_of(args.metrics)}
     if args.json:
         print(dump_json(summaries.report_summary(args.file, **options)))
         return 0
@@ -166,21 +96,30 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     # A file that is neither a report nor text is refused before anything heavy is imported;
     # one that is not Python, by the validation stage (before any run folder exists).
     path = Path(args.file) if args.file else None
-    source = None
-    if not args.run_id:
+    root = Path(args.runs_root) if args.runs_root else None
+    run_id, source = args.run_id, None
+    if not run_id:
         if path is None:
-            raise InvalidRequestError("Give a .ncu-rep, a kernel source file, or --run-id.")
-        if not (path.is_file() and is_report(path)):
+            raise InvalidRequestError(
+                "Give a .ncu-rep, a kernel source file, or a run id.", DIAGNOSE_TAKES
+            )
+        if not path.exists() and _is_run(args.file, root):
+            run_id = args.file
+        elif not path.exists():
+            raise InvalidRequestError(f"No file or run at {path}.", DIAGNOSE_TAKES)
+        elif not (path.is_file() and is_report(path)):
             source = kernel_source(path, "diagnose")
 
     import nsight_agent.cli.tables as tables
     from nsight_agent.service import diagnose
+    from nsight_agent.service import runs as run_store
     from nsight_agent.service.measure import Measuring
     from nsight_agent.views import text
 
     options = {"ideal_bytes": args.ideal_bytes, "input_dtypes": args.input_dtype}
-    if args.run_id:
-        d = diagnose.diagnose_run(args.run_id, offset=args.offset, limit=args.limit, **options)
+    if run_id:
+        page = {"offset": args.offset, "limit": args.limit}
+        d = diagnose.diagnose_run(run_id, runs_root=root, **page, **options)
     elif source is None:
         assert path is not None
         d = diagnose.diagnose_file(path, offset=args.offset, limit=args.limit, **options)
@@ -194,7 +133,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "timeout_s": args.timeout,
         }
         with output.progress(f"diagnosing {path.name} under ncu") as progress:
-            where = Measuring(on_progress=progress)
+            where = Measuring(runs_root=root, on_progress=progress)
             d = diagnose.diagnose_source(
                 fields,
                 where,
@@ -203,6 +142,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                 files=source_files(args.file),
                 **options,
             )
+        if d.run_id:
+            named(run_store.runs_root_or_default(root) / d.run_id, source_files(args.file))
     if args.json:
         print(dump_json(d))
     else:
@@ -278,16 +219,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
     root = Path(args.runs_root) if args.runs_root else None
     if args.action == "list":
         import nsight_agent.cli.tables as tables
+        from nsight_agent.views.run_list import render_runs
 
-        listing = run_store.list_runs(root, limit=args.limit)
-        if output.rich_stdout():
-            output.show(
-                "", tables.runs_list(listing["runs_root"], listing["runs"], listing["status"])
-            )
-        else:
-            print(f"# {listing['runs_root']}", file=sys.stderr)
-            for run_id in listing["runs"]:
-                print(run_id)
+        rows = run_store.run_rows(root, limit=args.limit)
+        where = run_store.runs_root_or_default(root)
+        if not output.rich_stdout():
+            print(f"# {where}", file=sys.stderr)
+        output.show(render_runs(rows), tables.runs_list(str(where), rows))
     elif args.action == "show":
         if not args.run_id:
             raise InvalidRequestError("runs show needs a run id: nsight-agent runs show RUN_ID")
@@ -322,17 +260,30 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
     return 0
 
 
-def measure_source(method: str, stage: str, **fields: Any) -> Any:
+def measure_source(method: str, stage: str, runs_root: str | None = None, **fields: Any) -> Any:
     """The request of ``fields`` under ncu, or (``--method timing``) timed on a warm worker
-    started for this command; a spinner on stderr says which while it runs."""
+    started for this command, its run kept under ``runs_root`` (None: the default folder); a
+    spinner on stderr says which while it runs."""
     from nsight_agent.service import profile
     from nsight_agent.service.measure import Measuring
 
+    root = Path(runs_root) if runs_root else None
     if method == "timing":
         with output.progress(f"{stage}: timing (warm worker, no ncu)"):
-            return profile.profile(Measuring(), "timing", **fields)
-    with output.progress(f"{stage} under ncu") as progress:
-        return profile.profile(Measuring(on_progress=progress), "ncu", **fields)
+            run = profile.profile(Measuring(runs_root=root), "timing", **fields)
+    else:
+        with output.progress(f"{stage} under ncu") as progress:
+            run = profile.profile(Measuring(runs_root=root, on_progress=progress), "ncu", **fields)
+    named(run.run_dir, fields.get("files"))
+    return run
+
+
+def named(run_dir: Path, files: dict[str, str] | None) -> None:
+    """The run records the name of the file it profiled (``runs`` lists it)."""
+    from nsight_agent.service import runs as run_store
+
+    if files and files.get(""):
+        run_store.name_source(run_dir, Path(files[""]).name)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

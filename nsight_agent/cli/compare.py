@@ -9,13 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import nsight_agent.cli.output as output
-from nsight_agent.cli.commands import (
-    dump_json,
-    kernel_source,
-    measure_source,
-    parse_configs,
-    source_files,
-)
+from nsight_agent.cli.commands import dump_json, measure_source
+from nsight_agent.cli.inputs import kernel_source, parse_configs, source_files
 from nsight_agent.errors import InvalidRequestError, RequestRejected
 
 
@@ -67,6 +62,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         run = measure_source(
             args.method,
             f"comparing {len(variants)} variants of {path.name}",
+            args.runs_root,
             files=source_files(args.file, candidates),
             source=source,
             language=args.language,

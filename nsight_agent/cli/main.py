@@ -52,17 +52,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ValidationError as err:
-        output.error(validation_text(err))
+        output.error(validation_text(err), args.command)
         return 2
     except RequestRejected as err:
-        output.error(str(err))
+        output.error(str(err), args.command)
         return 2 if err.usage else 1
     except (InvalidRequestError, UnknownMetricError, ExtractionError) as err:
         # What the caller gave is wrong (arguments, a metric name, a file that is no report).
-        output.error(str(err))  # hints in command-line terms (cli/terms.py)
+        output.error(str(err), args.command)  # hints in command-line terms (cli/terms.py)
         return 2
     except NsightAgentError as err:
-        output.error(str(err))
+        output.error(str(err), args.command)
         # A setup() run without its parameters: the configs were not given (a usage error).
         return 2 if MISSING_CONFIG in str(err) else 1
     except BrokenPipeError:

@@ -50,9 +50,10 @@ def show(plain: str, fancy: RenderableType | None = None) -> None:
         print(cli_terms(plain))
 
 
-def error(text: str) -> None:
-    """An error on stderr in command-line terms; "error:" in red on a colour terminal."""
-    text = cli_terms(text)
+def error(text: str, command: str | None = None) -> None:
+    """An error on stderr in command-line terms (of ``command``: only options it has, others
+    named with the command that has them); "error:" in red on a colour terminal."""
+    text = cli_terms(text, command)
     if _is_tty(sys.stderr):
         err = console(stderr=True)
         err.print("[bold red]error:[/] ", end="")

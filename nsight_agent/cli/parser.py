@@ -90,6 +90,7 @@ COMMANDS = [
             opt("--json", action="store_true", help="print the compact JSON answer"),
             METHOD,
             CORRECTNESS,
+            RUNS_ROOT,
         ],
     ),
     Command(
@@ -113,8 +114,13 @@ COMMANDS = [
         "diagnose",
         "why a kernel is slow: a .ncu-rep, a source file (needs ncu) or a run",
         [
-            opt("file", nargs="?", help=".ncu-rep to read, or kernel source to profile"),
-            opt("--run-id", help="diagnose an earlier run instead"),
+            opt(
+                "file",
+                nargs="?",
+                help=".ncu-rep to read, kernel source to profile, or the id of an earlier run",
+            ),
+            opt("--run-id", help="diagnose an earlier run (its id may also be given as FILE)"),
+            RUNS_ROOT,
             CONFIG,
             GRID,
             LANGUAGE,
@@ -176,6 +182,7 @@ COMMANDS = [
             CLOCKS,
             JSON,
             METHOD,
+            RUNS_ROOT,
         ],
     ),
     Command(

@@ -20,8 +20,15 @@ from nsight_agent.views.common import Page
 from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary
+from nsight_agent.views.run_list import COLUMNS, RunRow, cells
 from nsight_agent.views.runs import ProfileSummary
-from nsight_agent.views.text import kernels_text, readable, roofline_line, step_lines
+from nsight_agent.views.text import (
+    kernels_text,
+    only_variant,
+    readable,
+    roofline_line,
+    step_lines,
+)
 
 VERDICT_STYLE = {
     "faster": "bold green",
@@ -204,22 +211,23 @@ def profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) ->
     if s.kernels and any(s.kernels.values()):
         head += f"; kernels: {kernels_text(s.kernels)}"
     table = _table(head)
-    variants = any(r.variant for r in s.results)
-    columns = ["variant"] if variants else []
-    columns += ["config", "metric", "avg", "std", "min - max", "n", "rsd", "stable", "output"]
+    columns = ["variant", "config", "metric", "avg", "std", "median", "p20 - p80", "min - max"]
+    columns += ["n", "rsd", "stable", "output"]
     for name in columns:
-        right = name in ("avg", "std", "min - max", "n", "rsd")
+        right = name in ("avg", "std", "median", "p20 - p80", "min - max", "n", "rsd")
         table.add_column(name, justify="right" if right else "left", overflow="fold")
     for r in s.results:
         for metric, st in r.stats.items():
             unit = s.units.get(metric)
             output = "" if r.correct is None else ("ok" if r.correct else "WRONG")
-            row: list[Any] = [r.variant or ""] if variants else []
-            row += [
+            row: list[Any] = [
+                r.variant or only_variant(s),
                 _cfg(r.config),
                 (metric_label or {}).get(metric, metric),
                 readable(st.avg, unit),
                 readable(st.std, unit),
+                readable(st.median, unit),
+                f"{readable(st.p20, unit)} - {readable(st.p80, unit)}",
                 f"{readable(st.min, unit)} - {readable(st.max, unit)}",
                 str(st.n),
                 _pct(st.rsd_pct),
@@ -245,13 +253,15 @@ def failed_run(run_id: str, failure: Mapping[str, Any], warnings: Sequence[str])
 # --- runs and doctor ------------------------------------------------------------------------
 
 
-def runs_list(root: str, run_ids: Sequence[str], status: Mapping[str, str]) -> RenderableType:
-    table = _table(f"{len(run_ids)} run(s) in {root}")
-    table.add_column("run id")
-    table.add_column("status")
-    for run_id in run_ids:
-        state = status.get(run_id, "passed")
-        table.add_row(run_id, Text(state, style=STATUS_STYLE.get(state, "bold red")))
+def runs_list(root: str, rows: Sequence[RunRow]) -> RenderableType:
+    table = _table(f"{len(rows)} run(s) in {root}")
+    for name in COLUMNS:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        values: list[RenderableType] = list(cells(row))
+        state = row.status.split(" ")[0]
+        values[4] = Text(row.status, style=STATUS_STYLE.get(state, "bold red"))
+        table.add_row(*values)
     return table
 
 

@@ -14,6 +14,8 @@ import re
 import shlex
 from collections.abc import Callable
 
+import nsight_agent.cli.parser as parser
+
 _Q = r"'(?P<{}>(?:[^'\\]|\\.)*)'"  # a Python repr of a string (what the hints use)
 
 
@@ -33,6 +35,16 @@ def _paging(m: re.Match[str]) -> str:
 
 def _q(value: str) -> str:
     return shlex.quote(value.replace("\\'", "'"))
+
+
+def _source_options(m: re.Match[str]) -> str:
+    """``FILE --grid JSON --language L --entry E`` of a source call form's arguments."""
+    out = shlex.quote(m["path"])
+    if m["configs"]:
+        out += f" --grid {shlex.quote(m['configs'])}"
+    for name in ("language", "entry"):
+        out += f" --{name} {m[name]}" if m[name] else ""
+    return out
 
 
 _OFFSET = r"(?:,\s*offset=(?P<offset>\d+))?"
@@ -58,6 +70,13 @@ RULES: list[Rule] = [
         lambda m: f"`nsight-agent diagnose --run-id {_q(m['run'])}{_paging(m)}`",
     ),
     (
+        re.compile(
+            r"diagnose_kernel\(source=<text of (?P<path>[^>]+)>(?:, configs=(?P<configs>\[.*?\]))?"
+            r"(?:, language='(?P<language>\w+)')?(?:, entry='(?P<entry>\w+)')?\)"
+        ),
+        lambda m: f"`nsight-agent diagnose {_source_options(m)}`",
+    ),
+    (
         re.compile(rf"get_skill\({_arg('name')}\)"),
         lambda m: f"`nsight-agent skills {_q(m['name'])}`",
     ),
@@ -73,14 +92,42 @@ RULES: list[Rule] = [
         re.compile(r"the runs resource nsight-agent://runs"),
         lambda m: "`nsight-agent runs`",
     ),
+    (
+        re.compile(r"method='timing' of profile_kernel or compare_variants"),
+        lambda m: "`nsight-agent profile FILE --method timing` (or `compare`)",
+    ),
+    (
+        re.compile(r"diagnose_kernel\(report_path=<(?P<path>[^>]+)>\)"),
+        lambda m: f"`nsight-agent diagnose {m['path']}`",
+    ),
     (re.compile(r"\boptions\.timeout_s\b"), lambda m: "--timeout"),
     (re.compile(r"clock_control='(\w+)'"), lambda m: f"--clock-control {m[1]}"),
     (re.compile(r"method='(\w+)'"), lambda m: f"--method {m[1]}"),
 ]
 
 
-def cli_terms(text: str) -> str:
-    """``text`` with every MCP call it names replaced by the command that does the same."""
+def cli_terms(text: str, command: str | None = None) -> str:
+    """``text`` with every MCP call it names replaced by the command that does the same; for
+    ``command``, an option it lacks named with the command that has it."""
     for pattern, replace in RULES:
         text = pattern.sub(replace, text)
-    return text
+    return text if command is None else _for_command(text, command)
+
+
+# Options a message may name for the work of another command (a timing run, locked clocks):
+# where the command answering has no such option, the message names the command that does.
+_ELSEWHERE = re.compile(r"(?<![\w`-])--(method|clock-control) (\w+)")
+
+
+def _for_command(text: str, command: str) -> str:
+    found = next((c for c in parser.COMMANDS if c.name == command), None)
+    if found is None:
+        return text
+    flags = {f for names, _ in found.options for f in names}
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):  # outside the commands already quoted
+        parts[i] = _ELSEWHERE.sub(
+            lambda m: m[0] if f"--{m[1]}" in flags else f"`nsight-agent profile FILE {m[0]}`",
+            parts[i],
+        )
+    return "`".join(parts)

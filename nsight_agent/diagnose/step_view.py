@@ -66,11 +66,12 @@ def _bytes(r: dm.Reader, ns: float) -> float | None:
 
 def launches_of(
     actions: Sequence[Any], placed: Placed, user_kernels: set[str] | None
-) -> tuple[list[Launch], list[float], int]:
-    """Every action as a ``Launch`` in report (launch) order, its SOL fraction, and the number
-    of calls the report holds; ``placed``: ``places(actions, ranges)``."""
+) -> tuple[list[Launch], list[float | None], int]:
+    """Every action as a ``Launch`` in report (launch) order, its SOL fraction (None where
+    the report has no speed of light: how far it is from its roof is unknown, not zero), and
+    the number of calls the report holds; ``placed``: ``places(actions, ranges)``."""
     out: list[Launch] = []
-    sol: list[float] = []
+    sol: list[float | None] = []
     calls: set[int] = set()
     for a, (ranges, group, op) in zip(actions, placed, strict=True):
         r = dm.Reader(a)
@@ -85,7 +86,7 @@ def launches_of(
         launch = Launch(name, group, owner.kind, ns, _bytes(r, ns), b.bound, b.intensity, label)
         out.append(launch)
         busiest = max(b.compute_pct or 0.0, b.memory_pct or 0.0)
-        sol.append(min(1.0, max(busiest, 1.0) / 100.0) if b.compute_pct is not None else 1.0)
+        sol.append(min(1.0, max(busiest, 1.0) / 100.0) if b.compute_pct is not None else None)
     return out, sol, max(1, len(calls))
 
 
@@ -105,7 +106,8 @@ def step_view(
     launches, sol, calls = launches_of(actions, placed, user_kernels)
     gains = cause_gain or {}
     sol = [
-        min(f, 1.0 - gains.get(x.kernel, 0.0) / 100.0) for f, x in zip(sol, launches, strict=True)
+        None if f is None else min(f, 1.0 - gains.get(x.kernel, 0.0) / 100.0)
+        for f, x in zip(sol, launches, strict=True)
     ]
     total = sum(x.ns for x in launches)
     per_call = total / calls
@@ -115,9 +117,12 @@ def step_view(
     rows: list[StepGroup] = []
     for label, idx in groups.items():
         ns = sum(launches[i].ns for i in idx)
-        saved = sum(launches[i].ns * (1.0 - sol[i]) for i in idx)
+        fractions = [sol[i] for i in idx]
+        saved = None  # unknown when a kernel's distance from its roof is
+        if all(f is not None for f in fractions):
+            saved = sum(launches[i].ns * (1.0 - (sol[i] or 0.0)) for i in idx)
         longest = max(idx, key=lambda i: launches[i].ns)
-        x = launches[longest]
+        x, at = launches[longest], sol[longest]
         rows.append(
             StepGroup(
                 group=label,
@@ -125,8 +130,8 @@ def step_view(
                 launches=round(len(idx) / calls),
                 share_pct=(sig(100.0 * ns / total, 3) or 0.0) if total else 0.0,
                 us=sig(ns / calls / 1e3, 3) or 0.0,
-                bound=f"{x.bound} (SOL {100 * sol[longest]:.0f}%)",
-                gain_pct=sig(100.0 * saved / total, 2) if total else None,
+                bound=f"{x.bound} (SOL {'-' if at is None else f'{100 * at:.0f}'}%)",
+                gain_pct=sig(100.0 * saved / total, 2) if total and saved is not None else None,
             )
         )
     rows.sort(key=lambda g: -g.share_pct)

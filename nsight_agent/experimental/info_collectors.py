@@ -63,7 +63,7 @@ RESERVED_COLUMN_NAMES = frozenset(
         "Annotation", "Value", "Metric", "Kernel", "GPU", "Host", "ComputeClock",
         "MemoryClock", "Unit", "AvgValue", "StdDev", "MinValue", "MaxValue", "NumRuns",
         "CI95_Lower", "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Geomean",
-        "Normalized", "NormalizationValue",
+        "Normalized", "NormalizationValue", "MedianValue", "P20Value", "P80Value",
     }
 )  # fmt: skip
 

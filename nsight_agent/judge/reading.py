@@ -17,6 +17,7 @@ from typing import Any
 from nsight_agent.engine.collection import extract, launch_sampling
 from nsight_agent.engine.collection.launch_sampling import PreLaunch, preflight_launches
 from nsight_agent.engine.collection.preflight_run import PREFLIGHT_PREFIX, read_manifest
+from nsight_agent.engine.store.runs import artifact_paths
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.judge.run import RunLike
 
@@ -88,13 +89,44 @@ def read_run_report(run: RunLike) -> ReadReport:
 
 
 def report_of(run: RunLike) -> Path:
-    """The run's kept .ncu-rep."""
+    """The run's kept .ncu-rep; a run without one is refused saying why (a timing run keeps
+    no counters) and how to get a run that has one."""
     if run.files.report.is_file():
         return run.files.report
     found = sorted(run.run_dir.glob("*.ncu-rep"))
-    if not found:
-        raise InvalidRequestError(f"Run {run.run_id} kept no .ncu-rep in {run.run_dir}.")
-    return found[0]
+    if found:
+        return found[0]
+    if run.facts.method is not None:
+        raise InvalidRequestError(
+            f"Run {run.run_id} was timed (method 'timing', {run.facts.method}): the timing path "
+            "keeps no counters and writes no Nsight Compute report, so it has none to read.",
+            f"Profile its source under ncu, which collects them: {ncu_diagnose_call(run)} "
+            "(ncu with counter access is needed: device_info says whether this machine has it).",
+        )
+    raise InvalidRequestError(
+        f"Run {run.run_id} kept no .ncu-rep in {run.run_dir}.",
+        f"get_run(run_id={run.run_id!r}) says what the run kept and, if it failed, why.",
+    )
+
+
+def ncu_diagnose_call(run: RunLike) -> str:
+    """The diagnose_kernel call that profiles ``run``'s source under ncu: its kept source
+    file, configs, language and (the baseline's) entry; ``cli/terms.py`` writes it as the
+    ``nsight-agent diagnose`` command."""
+    request = run.request
+    baseline = next(
+        (v for v in request.effective_variants() if v.name == request.baseline_name()), None
+    )
+    entry = baseline.entry if baseline is not None and baseline.source is None else request.entry
+    configs = request.expanded_configs()
+    args = f"source=<text of {artifact_paths(run.run_dir)['source']}>"
+    if configs != [{}]:
+        args += f", configs={json.dumps(configs, default=str)}"
+    if request.language:
+        args += f", language={request.language!r}"
+    if entry != "run" and request.language != "kernelbench":
+        args += f", entry={entry!r}"
+    return f"diagnose_kernel({args})"
 
 
 def call_configs(run: RunLike) -> dict[int, tuple[int, int]]:

@@ -24,7 +24,7 @@ from nsight_agent.arguments import strict_arguments
 from nsight_agent.engine import process  # the server's own children (start-up, shutdown)
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
 from nsight_agent.server import http, schemas, shutdown, tools_info, tools_profile, tools_runs
-from nsight_agent.server.boundary import ServerState, lifespan_for
+from nsight_agent.server.boundary import CheckedTool, ServerState, lifespan_for
 from nsight_agent.service import runs as run_store
 from nsight_agent.service.session import ExecutorKind, default_runs_root
 from nsight_agent.views.common import ARTIFACT_URI
@@ -76,7 +76,8 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str | None], ...] = (
 def build_tool(fn: Callable[..., Any], hints: ToolAnnotations, description: str | None) -> Tool:
     """The SDK's tool for ``fn``, with its published schemas made terse (arguments and results
     are still validated with the full pydantic models) and an unknown argument (a typo, or a
-    knob that lives in `options`) refused by name instead of dropped without a word."""
+    knob that lives in `options`) refused by name instead of dropped without a word, each
+    malformed argument answered in our words (``CheckedTool``)."""
     tool = Tool.from_function(fn, annotations=hints, description=description)
     meta = tool.fn_metadata
     output = meta.output_schema
@@ -88,8 +89,10 @@ def build_tool(fn: Callable[..., Any], hints: ToolAnnotations, description: str 
             else schemas.compact_output(output, OUTPUT_DESCRIPTION_CHARS),
         }
     )
-    return tool.model_copy(
-        update={
+    fields = {name: getattr(tool, name) for name in Tool.model_fields}
+    return CheckedTool(
+        **fields
+        | {
             "description": " ".join(tool.description.split()),
             "parameters": schemas.compact(tool.parameters, INPUT_DESCRIPTION_CHARS),
             "fn_metadata": meta,

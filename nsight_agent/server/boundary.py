@@ -13,7 +13,7 @@ import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -21,11 +21,12 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
-from nsight_agent.arguments import validation_text
+from nsight_agent.arguments import arguments_text, validation_text
 from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.server import http
 from nsight_agent.service import runs as run_store
@@ -34,6 +35,26 @@ from nsight_agent.service.measure import Measuring, RunResult
 from nsight_agent.views.common import dump
 
 T = TypeVar("T")
+
+
+class CheckedTool(Tool):
+    """The SDK's tool, with malformed arguments answered in our words (``arguments_text``:
+    the argument meant, what a value must be, and the arguments the tool takes) instead of
+    pydantic's error text, which the SDK would pass on as it is."""
+
+    async def run(
+        self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+    ) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as err:
+            cause = err.__cause__
+            if isinstance(err, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            model = self.fn_metadata.arg_model
+            text = arguments_text(cause, self.name, model, arguments)
+            # from the ValidationError still: the SDK then logs the fields' names alone
+            raise ToolError(f"Error executing tool {self.name}: {text}") from cause
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from nsight_agent.judge import diagnosis
 from nsight_agent.judge.reading import read_report
 from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.measure import (
+    NO_NCU_COUNTERS,
     Measuring,
     RunResult,
     measure,
@@ -196,7 +197,7 @@ def diagnose_source(
         )
     first = first.model_copy(update={"sample_launches": sample}) if sample else first
     require_torch(where)
-    require_ncu(where)
+    require_ncu(where, NO_NCU_COUNTERS.format(what="A diagnosis", tool="diagnose_kernel"))
     hints: dict[str, Any] = {"limit": limit, "ideal_bytes": ideal_bytes}
     hints |= {"input_dtypes": input_dtypes, "timing": None}
     run, first, refused = _one_run(first, where)

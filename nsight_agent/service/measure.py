@@ -123,18 +123,27 @@ def require_torch(where: Measuring) -> None:
         )
 
 
-def require_ncu(where: Measuring) -> None:
+NO_NCU_TIMING = (
+    'Without ncu, method="timing" (--method timing) measures each call\'s time on this '
+    "machine, checks the outputs and compares variants; counters, roofline and diagnosis need ncu."
+)
+"""What answers without ncu, for a use case that takes a method (profile, compare)."""
+NO_NCU_COUNTERS = (
+    "{what} reads ncu's counters, so it needs ncu. Without ncu, method='timing' of "
+    "profile_kernel or compare_variants times each call on this machine and checks the "
+    "outputs; a .ncu-rep recorded elsewhere is read here without ncu "
+    "({tool}(report_path=<FILE.ncu-rep>))."
+)
+"""What answers without ncu where the use case (diagnose, roofline) has no method."""
+
+
+def require_ncu(where: Measuring, without: str = NO_NCU_TIMING) -> None:
     """Return when ncu is where the job will run (here, unless the executor's nodes have it);
     else say so at once (doctor knows in seconds, a pre-flight first would cost a cold start),
-    and name the path that answers without it."""
+    and name what answers without it (``without``: in the terms of the caller's use case)."""
     if not where.runs_here:
         return
     try:
         ncu.find_ncu()
     except NcuNotFoundError as err:
-        raise NcuNotFoundError(
-            f"{err.message} Nothing was run.",
-            f'{err.hint} Without ncu, method="timing" (--method timing) measures each '
-            "call's time on this machine, checks the outputs and compares variants; counters, "
-            "roofline and diagnosis need ncu.",
-        ) from err
+        raise NcuNotFoundError(f"{err.message} Nothing was run.", f"{err.hint} {without}") from err

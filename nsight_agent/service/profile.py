@@ -12,7 +12,14 @@ from nsight_agent.diagnose import metrics as dm
 from nsight_agent.errors import NsightAgentError, Problem
 from nsight_agent.judge.run_warnings import budget_note
 from nsight_agent.request import TIME_METRIC, ProfileRequest
-from nsight_agent.service.measure import Measuring, Method, RunResult, measure
+from nsight_agent.service.measure import (
+    NO_NCU_COUNTERS,
+    Measuring,
+    Method,
+    RunResult,
+    measure,
+    require_ncu,
+)
 from nsight_agent.service.runs import report_of
 from nsight_agent.service.validate import validate
 
@@ -73,5 +80,6 @@ def roofline(
     collect = {"metrics": metrics, "sections": sections, "runs": 1}
     given = {**fields, **collect, "warmup": 1 if warmup is None else warmup}
     request = validate(given, "ncu", files=files, also=also).request
+    require_ncu(where, NO_NCU_COUNTERS.format(what="A roofline", tool="roofline_metrics"))
     run = measure(request, "ncu", where)
     return run, report_of(run)

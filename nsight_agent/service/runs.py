@@ -6,11 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from nsight_agent.arguments import fields_text
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.engine.store import retention, run_status, runs
+from nsight_agent.errors import NsightAgentError
 from nsight_agent.judge.reading import report_of as report_of  # the run's .ncu-rep
 from nsight_agent.judge.run import param_names
+from nsight_agent.views.run_list import RunRow, run_row
 
 
 def runs_root_or_default(runs_root: Path | None) -> Path:
@@ -18,7 +23,26 @@ def runs_root_or_default(runs_root: Path | None) -> Path:
 
 
 def load_run(run_id: str, runs_root: Path | None = None) -> RunResult:
-    return pipeline.load_run(run_id, runs_root=runs_root)
+    """The run ``run_id``; one whose stored request no longer reads as a request (written by
+    another version, or edited) is refused saying so, in place of pydantic's words."""
+    try:
+        return pipeline.load_run(run_id, runs_root=runs_root)
+    except ValidationError as err:
+        raise NsightAgentError(
+            f"Run {run_id}'s request.json does not read as a request of this version "
+            f"({fields_text(err)}).",
+            "It was written by another version of nsight-agent, or edited: profile again to "
+            "make a run this version reads (its other files stay readable as artifacts).",
+        ) from err
+
+
+def is_run(run_id: str, runs_root: Path | None = None) -> bool:
+    """Whether ``run_id`` names a run folder under the runs folder."""
+    try:
+        runs.check_run_id(run_id)
+    except NsightAgentError:
+        return False
+    return runs.is_run_dir(runs_root_or_default(runs_root) / run_id)
 
 
 def list_runs(runs_root: Path | None = None, limit: int = 200) -> dict[str, Any]:
@@ -32,6 +56,32 @@ def list_runs(runs_root: Path | None = None, limit: int = 200) -> dict[str, Any]
     dirs = sorted(found, key=lambda d: d.name, reverse=True)[:limit]
     status = {d.name: (run_status.read_status(d) or {}).get("status", "passed") for d in dirs}
     return {"runs_root": str(root), "runs": [d.name for d in dirs], "status": status}
+
+
+def run_rows(runs_root: Path | None = None, limit: int = 50) -> list[RunRow]:
+    """The newest runs, each with its date, source, method, status and verdict; a run that
+    does not load (another version's, a partial folder) is listed with what its status says."""
+    listing = list_runs(runs_root, limit)
+    root = Path(listing["runs_root"])
+    rows = []
+    for run_id in listing["runs"]:
+        status = run_status.read_status(root / run_id) or {}
+        try:
+            run: RunResult | None = pipeline.load_run(run_id, runs_root=root)
+        except (NsightAgentError, ValidationError, OSError, ValueError, KeyError, TypeError):
+            run = None
+        rows.append(run_row(run_id, status, run))
+    return rows
+
+
+def name_source(run_dir: Path, name: str) -> None:
+    """Record in the run's status the name of the file it profiled (the command line knows
+    it; a listing shows it)."""
+    status = run_status.read_status(run_dir)
+    if status is not None:
+        run_status.write_atomic(
+            run_dir / run_status.STATUS_FILE, json.dumps(status | {"source": name}, indent=1)
+        )
 
 
 def list_runs_json(runs_root: Path | None = None) -> str:

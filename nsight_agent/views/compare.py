@@ -10,7 +10,7 @@ from nsight_agent.judge.run import RunLike
 from nsight_agent.judge.verdicts import VariantOverall
 from nsight_agent.numbers import sig
 from nsight_agent.views.common import Page, page
-from nsight_agent.views.runs import artifact_names
+from nsight_agent.views.runs import artifact_names, problem_sizes
 
 
 class CompareSummary(BaseModel):
@@ -39,6 +39,7 @@ def compare_summary(
 ) -> CompareSummary:
     """The configs of ``comparison`` from ``offset``, every variant's overall verdict, and
     ``warnings`` (the run's)."""
+    sizes = problem_sizes(run)  # a KernelBench problem's config column reads its sizes
     pg = page(
         len(comparison.configs),
         offset,
@@ -53,7 +54,10 @@ def compare_summary(
         rule=comparison.rule,
         overall=comparison.overall,
         page=pg,
-        configs=comparison.configs[offset : offset + limit],
+        configs=[
+            c.model_copy(update={"config": sizes | c.config})
+            for c in comparison.configs[offset : offset + limit]
+        ],
         warnings=warnings or None,
         artifacts=artifact_names(run),
         seconds=sig(run.seconds, 3),

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
+import nsight_agent.kernelbench as kernelbench
 from nsight_agent.judge.run import (
     CPU_TIMER,
     STABLE_RSD_PCT,
@@ -29,10 +30,14 @@ from nsight_agent.views.common import ARTIFACT_URI, Page, page
 
 
 class Stat(BaseModel):
-    """One metric of one config: spread over the runs."""
+    """One metric of one config: spread over the runs (median, 20th and 80th percentiles
+    beside the mean, as Triton's do_bench reports them)."""
 
     avg: float | None = None
     std: float | None = None
+    median: float | None = None
+    p20: float | None = None
+    p80: float | None = None
     min: float | None = None
     max: float | None = None
     n: int
@@ -75,12 +80,24 @@ def _stat(row: Mapping[str, Any]) -> Stat:
     return Stat(
         avg=sig(row.get("AvgValue")),
         std=sig(row.get("StdDev"), 3),
+        median=sig(row.get("MedianValue")),
+        p20=sig(row.get("P20Value")),
+        p80=sig(row.get("P80Value")),
         min=sig(row.get("MinValue")),
         max=sig(row.get("MaxValue")),
         n=int(n) if n is not None and not pd.isna(n) else 0,
         rsd_pct=rsd,
         stable=bool(row.get("StableMeasurement")) if rsd is not None else False,
     )
+
+
+def problem_sizes(run: RunLike) -> dict[str, Any]:
+    """A KernelBench problem's sizes (the module constants its inputs read), shown under each
+    config (which overrides them) so its column reads the sizes it ran at, not blank; empty
+    for any other source."""
+    if getattr(run.request, "language", None) != "kernelbench":  # (a test's stand-in has none)
+        return {}
+    return kernelbench.sizes(run.request.source)
 
 
 def metric_labels(run: RunLike) -> dict[str, str]:
@@ -110,11 +127,13 @@ def profile_summary(
     limit: int = 20,
 ) -> ProfileSummary:
     """Per (variant, config) of ``frame`` (the run's rows to show, in absolute values): each
-    metric's avg, std, min, max, n, RSD and stability; ``warnings``: the run's."""
+    metric's avg, std, median, p20, p80, min, max, n, RSD and stability; ``warnings``: the
+    run's."""
     params = param_names(frame)
     configs = config_list(run)
     variants = variant_names(frame)
     checks = checks_by(run)
+    sizes = problem_sizes(run)
     groups: dict[tuple[str, int], ConfigResult] = {}
     kernels_listed = {k for ks in run.kernels.values() for k in ks}
     for row in frame.to_dict("records"):
@@ -128,7 +147,7 @@ def profile_summary(
             kernel = None if raw_kernel is None or pd.isna(raw_kernel) else str(raw_kernel) or None
             entry = ConfigResult(
                 config_index=idx,
-                config=configs[idx] if idx >= 0 else row_config(row, params),
+                config=sizes | (configs[idx] if idx >= 0 else row_config(row, params)),
                 variant=variant if len(variants) > 1 else None,
                 stats={},
                 kernel=kernel if kernel and kernel not in kernels_listed else None,

@@ -13,7 +13,7 @@ from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary, RooflineBrief
 from nsight_agent.views.roofline import RooflineSummary
-from nsight_agent.views.runs import ProfileSummary
+from nsight_agent.views.runs import ProfileSummary, Stat
 
 # (unit as ncu or our models spell it) -> steps of (scale, readable unit), largest first.
 _SCALES: dict[str, tuple[tuple[float, str], ...]] = {
@@ -126,12 +126,26 @@ def render_profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = N
             flag = "" if st.stable else ", unstable"
             ok = "" if r.correct is None else ("; output ok" if r.correct else "; WRONG OUTPUT")
             name = (metric_label or {}).get(metric, metric)
+            unit = s.units.get(metric)
             lines.append(
-                f"{who}{_cfg(r.config)}  {name} = {_fmt(st.avg, s.units.get(metric))} "
-                f"± {_fmt(st.std, s.units.get(metric))} (n={st.n}, rsd {_fmt(st.rsd_pct)}%{flag})"
-                f"{ok}"
+                f"{who}{_cfg(r.config)}  {name} = {_fmt(st.avg, unit)} ± {_fmt(st.std, unit)} "
+                f"({percentiles(st, unit)}n={st.n}, rsd {_fmt(st.rsd_pct)}%{flag}){ok}"
             )
     return _closing(lines, s.warnings, s.page)
+
+
+def percentiles(st: Stat, unit: str | None) -> str:
+    """``median X, p20-p80 Y-Z, `` of a stat that has them (a run stored before they were
+    kept has none)."""
+    if st.median is None:
+        return ""
+    spread = f", p20-p80 {_fmt(st.p20, unit)}-{_fmt(st.p80, unit)}" if st.p20 is not None else ""
+    return f"median {_fmt(st.median, unit)}{spread}, "
+
+
+def only_variant(s: ProfileSummary) -> str:
+    """The variant of a run of one (its results leave it unsaid), "-" where it is unknown."""
+    return next(iter(s.kernels)) if len(s.kernels) == 1 else "-"
 
 
 def render_compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) -> str:
@@ -186,18 +200,20 @@ def render_roofline(s: RooflineSummary) -> str:
 def render_table(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) -> str:
     """A plain table of a ProfileSummary: one line per (variant, config, metric);
     ``metric_label`` renames metrics for people (a CPU timing's time is wall-clock time)."""
-    header = ["variant", "config", "metric", "avg", "std", "min", "max", "n", "rsd%", "stable"]
+    header = ["variant", "config", "metric", "avg", "std", "median", "p20", "p80", "min", "max"]
+    header += ["n", "rsd%", "stable"]
     rows = [header]
     for r in s.results:
         config = ",".join(f"{k}={v}" for k, v in r.config.items())
         for metric, st in r.stats.items():
             unit = s.units.get(metric, "")
+            stats = (st.avg, st.std, st.median, st.p20, st.p80, st.min, st.max)
             rows.append(
                 [
-                    r.variant or "-",
+                    r.variant or only_variant(s),
                     config,
                     (metric_label or {}).get(metric, metric),
-                    *(readable(v, unit) for v in (st.avg, st.std, st.min, st.max)),
+                    *(readable(v, unit) for v in stats),
                     str(st.n),
                     f"{st.rsd_pct:.3g}" if st.rsd_pct is not None else "-",
                     "yes" if st.stable else "NO",

@@ -2,9 +2,12 @@
 
 Columns, in order: Annotation, Metric, <params>, AvgValue, StdDev, MinValue, MaxValue, NumRuns,
 Kernel, GPU, Host, ComputeClock, MemoryClock, Unit, [information collectors], CI95_Lower,
-CI95_Upper, RelativeStdDevPct, StableMeasurement, Normalized, [NormalizationValue], Geomean.
+CI95_Upper, RelativeStdDevPct, StableMeasurement, Normalized, [NormalizationValue], Geomean,
+then ours: MedianValue, P20Value, P80Value (after nsight-python's, which keep their places).
 StdDev is the sample standard deviation (n-1); a measurement is stable when RelativeStdDevPct
-< 2. Parameter values come back as given (tensors, dtypes, lists), grouped without sorting.
+< 2. The percentiles interpolate linearly between runs (numpy's default, as Triton's
+``do_bench`` quantiles and ``torch.quantile``), absolute even where AvgValue is normalized.
+Parameter values come back as given (tensors, dtypes, lists), grouped without sorting.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from nsight_agent.errors import ExtractionError, InvalidRequestError
 
 STABLE_RSD_PCT = 2.0
 KEYS = ["Annotation", "Metric"]
+# Our columns beside nsight-python's: the median and the 20th/80th percentiles of the runs.
+PERCENTILES = {"MedianValue": 0.5, "P20Value": 0.2, "P80Value": 0.8}
 PER_GROUP = ["Kernel", "GPU", "Host", "ComputeClock", "MemoryClock", "Unit"]
 
 
@@ -153,6 +158,7 @@ def aggregate(
         "MaxValue": ("Value", "max"),
         "NumRuns": ("Value", "count"),
         "_order": ("_order", "min"),
+        **{name: ("Value", _quantile(q)) for name, q in PERCENTILES.items()},
     }
     for col in PER_GROUP:
         aggs[col] = (col, _first_present if col == "Kernel" else _single(col))
@@ -187,7 +193,14 @@ def aggregate(
         out["Normalized"] = normalize_against
 
     out["Geomean"] = out.groupby(KEYS, sort=False)["AvgValue"].transform(_geomean)
-    return out
+    return out[[*(c for c in out.columns if c not in PERCENTILES), *PERCENTILES]]
+
+
+def _quantile(q: float):  # type: ignore[no-untyped-def]
+    def quantile(values: pd.Series) -> float:
+        return float(values.quantile(q)) if values.notna().any() else float("nan")
+
+    return quantile
 
 
 def _geomean(values: pd.Series) -> float:

@@ -51,7 +51,7 @@ RAW_COLUMNS = ["Annotation", "Value", "Metric", *PER_KERNEL]
 PROCESSED_COLUMNS = [
     *("Annotation", "Metric", "AvgValue", "StdDev", "MinValue", "MaxValue", "NumRuns"),
     *("CI95_Lower", "CI95_Upper", "RelativeStdDevPct", "StableMeasurement", "Normalized"),
-    *("Geomean", "OutputOK", *PER_KERNEL),
+    *("Geomean", "OutputOK", *PER_KERNEL, "MedianValue", "P20Value", "P80Value"),
 ]
 
 

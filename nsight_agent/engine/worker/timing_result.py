@@ -4,9 +4,9 @@ server) needs pandas only.
 
 Rows use the processed frame's columns (``engine/collection/aggregate.py``), so
 ``views/compare.py`` reads them unchanged: AvgValue, StdDev and CI95_Lower/Upper are the mean,
-the sample std (n-1) and mean ± 1.96·std/√n as on the ncu path; MedianValue and
-MedianCI95_Lower/Upper (order statistics) are added, and the loop stops on the median's
-interval; StableMeasurement is the engine's one rule (RSD < ``STABLE_RSD_PCT``).
+the sample std (n-1) and mean ± 1.96·std/√n as on the ncu path, MedianValue, P20Value and
+P80Value as there; MedianCI95_Lower/Upper (order statistics) are added, and the loop stops on
+the median's interval; StableMeasurement is the engine's one rule (RSD < ``STABLE_RSD_PCT``).
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ def summarize(samples: Sequence[float], ci_target_pct: float) -> dict[str, Any]:
     std = statistics.stdev(samples) if n > 1 else float("nan")
     half = 1.96 * std / math.sqrt(n) if n > 1 else float("nan")
     m_lo, m_hi = median_ci(samples)
+    # 20th/80th percentiles, linear between samples (numpy's default, as aggregate's)
+    cuts = statistics.quantiles(samples, n=5, method="inclusive") if n > 1 else [samples[0]] * 4
     rsd = std / mean * 100 if mean and n > 1 else float("nan")
     return {
         "AvgValue": mean,
@@ -85,6 +87,8 @@ def summarize(samples: Sequence[float], ci_target_pct: float) -> dict[str, Any]:
         "MedianValue": median,
         "MedianCI95_Lower": m_lo,
         "MedianCI95_Upper": m_hi,
+        "P20Value": cuts[0],
+        "P80Value": cuts[3],
     }
 
 
