@@ -2,7 +2,7 @@
 
 tools/list: names, descriptions and input schemas <= 8 KiB in all; output schemas <= 16 KiB.
 Answers: profile_kernel of 3 configs x 1 metric <= 1.2 KB, compare_variants of 4 variants x 3
-configs <= 2.5 KB, summarize_report of 8 kernels <= 4 KB by default. Sizes are compact JSON of
+configs <= 2.6 KB, summarize_report of 8 kernels <= 4 KB by default. Sizes are compact JSON of
 the structured content, the part a client passes to the model.
 """
 
@@ -63,7 +63,9 @@ async def test_tools_list_fits_its_budget() -> None:
     assert visible <= 8 * 1024 + 128 + 36, visible
     # 16 KiB until the step view (issue 23) added diagnose_kernel's step groups, step causes,
     # kernel owners and operators (about 1.5 KB compacted): the structure agents read first.
-    assert outputs <= 17 * 1024, outputs
+    # 17 KiB until compare_variants named its time basis, the other basis's verdicts and
+    # KernelBench's result fields (about 1.2 KB compacted).
+    assert outputs <= 18.5 * 1024, outputs
 
 
 @pytest.mark.anyio
@@ -82,7 +84,8 @@ async def test_answers_fit_their_budgets(tmp_path: Path, sweep: Any) -> None:
     )
     assert size(profiled.structured_content) <= 1200, size(profiled.structured_content)
     assert len(compare.structured_content["overall"]) == 4
-    assert size(compare.structured_content) <= 2500, size(compare.structured_content)
+    # 2500 B until the answer named its time basis and what the times are (about 100 B).
+    assert size(compare.structured_content) <= 2600, size(compare.structured_content)
 
 
 PATH_ALLOWANCE = 64  # characters of a report's path, as a user passes it

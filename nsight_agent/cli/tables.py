@@ -21,7 +21,13 @@ from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary
 from nsight_agent.views.runs import ProfileSummary
-from nsight_agent.views.text import kernels_text, readable, roofline_line, step_lines
+from nsight_agent.views.text import (
+    basis_lines,
+    kernels_text,
+    readable,
+    roofline_line,
+    step_lines,
+)
 
 VERDICT_STYLE = {
     "faster": "bold green",
@@ -194,7 +200,8 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
             cli_terms(why or "") if bad else "",
         )
     rule = Text(f"rule: {s.rule}", style="dim")
-    return Group(table, overall, rule, *closing(s.warnings, s.page))
+    basis = [Text(cli_terms(line), style="dim") for line in basis_lines(s)]
+    return Group(table, overall, rule, *basis, *closing(s.warnings, s.page))
 
 
 def profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) -> RenderableType:

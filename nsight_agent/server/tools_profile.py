@@ -48,7 +48,7 @@ OptionsArg = Annotated[
     Field(
         description="setup warmup sections replay_mode cache_control clock_control "
         "timeout_s ignore_kernels combine_kernels rtol atol vary_inputs deep correctness "
-        "min_effect_pct budget_s"
+        "min_effect_pct budget_s time_basis num_correct_trials num_perf_trials"
     ),
 ]
 
@@ -149,8 +149,14 @@ async def compare_variants(
             refuse_unused(o, "compare_variants", fields, method)
             run = await execute(ctx, lambda where: profile.profile(where, method, **fields))
         effect = o.min_effect_pct if options and run_id else None
+        basis = o.time_basis if run_id else None  # a new run's request holds its own
         s = summaries.compare_summary(
-            run, baseline=baseline, offset=offset, limit=limit, min_effect_pct=effect
+            run,
+            baseline=baseline,
+            time_basis=basis,
+            offset=offset,
+            limit=limit,
+            min_effect_pct=effect,
         )
         return result(s, text.render_compare(s, run_views.metric_labels(run)))
 
