@@ -15,6 +15,8 @@ repository root with the project importable (an install, or PYTHONPATH=.).
 - ``kernelbench``: KernelBench's three adversarial kernels on both methods, then a sample of its
   problems on the timing path and diagnosed under ncu (``bench/kernelbench_sweep.py``), each row
   beside the row of the same problem and phase in the recorded sweep.
+- ``kernelbench-timing``: our KernelBench-mode runtime, ref_runtime and speedup against
+  KernelBench's own timing function on the same candidates (``bench/kernelbench_timing.py``).
 """
 
 from __future__ import annotations
@@ -223,12 +225,26 @@ def kernelbench(scratch: Path) -> dict[str, Any]:
     }
 
 
+def kernelbench_timing(scratch: Path) -> dict[str, Any]:
+    """Our KernelBench-mode speedups against KernelBench's own timing function, same GPU, same
+    run, over the recorded sweep's compile-phase problems (bench/kernelbench_timing.py)."""
+    if not KB.is_dir():
+        return {"skipped": f"no KernelBench checkout at {KB} (docs/BENCHMARKS.md says how)"}
+    argv = [PY, "-m", "bench.kernelbench_timing", "--kb", str(KB), "--results", str(scratch)]
+    done = _run([*argv, "--budget-s", "330"], 450)
+    done.pop("stdout")
+    found = sorted((scratch / "kernelbench-timing").glob("*.json"))
+    payload = json.loads(found[-1].read_text()) if found else {}
+    return {"run": done, **{k: payload[k] for k in ("inputs", "summary", "rows") if k in payload}}
+
+
 SUITES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "gpu-tests": gpu_tests,
     "conformance": conformance,
     "examples": examples,
     "adversarial": adversarial,
     "kernelbench": kernelbench,
+    "kernelbench-timing": kernelbench_timing,
 }
 
 
