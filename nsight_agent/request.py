@@ -196,26 +196,11 @@ class ProfileRequest(BaseModel):
         "config, and its tolerances (atol = rtol: fp32 1e-4, fp16/bf16 1e-2) unless rtol/atol "
         "are given",
     )
-    time_basis: TimeBasis | None = Field(
-        None,
-        description="What a verdict compares: 'gpu', the GPU time of each call's kernels, or "
-        "'call', each call timed end to end with CUDA events as KernelBench and do_bench time "
-        "it (launch gaps and host time count); default 'call' under correctness='kernelbench', "
-        "else 'gpu'. Both are measured either way",
-    )
-    num_correct_trials: int = Field(
-        kernelbench.TRIALS,
-        ge=1,
-        le=100,
-        description="correctness='kernelbench': its seeded correctness trials per config",
-    )
-    num_perf_trials: int = Field(
-        kernelbench.PERF_TRIALS,
-        ge=1,
-        le=10_000,
-        description="correctness='kernelbench': its timed trials per variant and config "
-        "(KernelBench's runtime, ref_runtime and speedup)",
-    )
+    # What a verdict compares (nsight_agent/time_basis.py); None: the request's default.
+    time_basis: TimeBasis | None = None
+    # correctness="kernelbench": its correctness trials per config, timed trials per variant
+    num_correct_trials: int = Field(kernelbench.TRIALS, ge=1, le=100)
+    num_perf_trials: int = Field(kernelbench.PERF_TRIALS, ge=1, le=10_000)
 
     @model_validator(mode="before")
     @classmethod
