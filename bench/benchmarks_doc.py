@@ -29,6 +29,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "adversarial": checks.adversarial,
     "kernelbench": checks.kernelbench,
     "kernelbench-sweep": checks.kernelbench_sweep,
+    "kernelbench-timing": measures.kernelbench_timing,
     "effect-size": measures.effect_size,
     "baseline-drift": measures.baseline_drift,
     "gate": measures.gate,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.doc_format import cell, median, ratio, seconds, step_line, table, us
+from bench.doc_format import cell, median, outcome, ratio, seconds, step_line, table, us
 
 
 def _figures(data: dict[str, Any], step: str) -> tuple[list[str], dict[str, Any]]:
@@ -300,4 +300,38 @@ def ray(data: dict[str, Any]) -> list[str]:
             for n, k in kernel.items()
         ]
         blocks.append(table(["n", "kernel time alone", "in a pair", "difference"], rows))
+    return blocks
+
+
+def kernelbench_timing(data: dict[str, Any]) -> list[str]:
+    """Our KernelBench-mode speedup against KernelBench's own timing function, per problem."""
+    if "skipped" in data:
+        return [f"Skipped: {data['skipped']}."]
+    blocks = [f"Step `timing`: {outcome(data.get('run'))}."]
+    summary = data.get("summary") or {}
+    agree = summary.get("speedup_honest") or {}
+    if agree.get("n"):
+        blocks.append(
+            f"Speedup, ours over KernelBench's, where its timing is honest: "
+            f"{agree['within_10pct']} of {agree['n']} within 10 %; median deviation "
+            f"{agree['median_abs_dev_pct']} %, largest {agree['max_abs_dev_pct']} %. "
+            f"GPU-time and per-call verdicts opposite in {summary.get('bases_opposite', 0)} "
+            f"answer(s), said in {summary.get('bases_opposite_said', 0)}."
+        )
+    rows = [
+        (
+            r.get("level"),
+            r.get("file"),
+            r.get("status"),
+            cell(r.get("ours_speedup")),
+            cell(r.get("kb_speedup")),
+            cell(r.get("speedup_ratio")),
+            r.get("verdict_gpu") or "-",
+            r.get("verdict_call") or "-",
+        )
+        for r in data.get("rows") or []
+    ]
+    if rows:
+        headers = ["level", "problem", "status", "ours", "KernelBench", "ratio", "gpu", "call"]
+        blocks.append(table(headers, rows))
     return blocks

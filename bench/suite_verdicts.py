@@ -4,6 +4,7 @@ gate under load."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ KB_DIAGNOSE_SAMPLE = ("76_Gemm_Add_ReLU.py",)
 
 ADVERSARIAL_LIMITS = {"suite": 360}
 KERNELBENCH_LIMITS = {"compare_ncu": 150, "compare_timing": 90, "timing": 150, "diagnose": 90}
+KERNELBENCH_TIMING_LIMITS = {"timing": 450}
 EFFECT_SIZE_LIMITS = {"held_out": 330}
 BASELINE_DRIFT_LIMITS = {"drift": 360}
 GATE_LIMITS = {"gate": 480}
@@ -117,3 +119,18 @@ def gate(scratch: Path) -> dict[str, Any]:
     argv = [PY, "bench/gate_under_load.py", "--checks", "20", "--quiet-checks", "10"]
     found = script([*argv, "--json", str(out)], GATE_LIMITS["gate"], out)
     return {"inputs": {"checks": 20, "quiet_checks": 10}, **found}
+
+
+def kernelbench_timing(scratch: Path) -> dict[str, Any]:
+    """Our KernelBench-mode runtime, ref_runtime and speedup against KernelBench's own timing
+    function, same GPU, same run, over the recorded sweep's compile-phase problems
+    (bench/kernelbench_timing.py). Needs the pinned KernelBench checkout in .kb."""
+    if not KB.is_dir():
+        return {"skipped": f"no KernelBench checkout at {KB} (docs/TESTING.md says how)"}
+    limit = KERNELBENCH_TIMING_LIMITS["timing"]
+    argv = [PY, "-m", "bench.kernelbench_timing", "--kb", str(KB), "--results", str(scratch)]
+    done = command([*argv, "--budget-s", str(limit - 120)], limit)
+    done.pop("stdout", None)
+    found = sorted((scratch / "kernelbench-timing").glob("*.json"))
+    payload = json.loads(found[-1].read_text()) if found else {}
+    return {"run": done, **{k: payload[k] for k in ("inputs", "summary", "rows") if k in payload}}

@@ -45,6 +45,9 @@ SUITES: dict[str, Suite] = {
     "mcp-session": Suite(suite_tests.mcp_session, suite_tests.MCP_SESSION_LIMITS),
     "adversarial": Suite(suite_verdicts.adversarial, suite_verdicts.ADVERSARIAL_LIMITS),
     "kernelbench": Suite(suite_verdicts.kernelbench, suite_verdicts.KERNELBENCH_LIMITS),
+    "kernelbench-timing": Suite(
+        suite_verdicts.kernelbench_timing, suite_verdicts.KERNELBENCH_TIMING_LIMITS
+    ),
     "effect-size": Suite(suite_verdicts.effect_size, suite_verdicts.EFFECT_SIZE_LIMITS),
     "baseline-drift": Suite(suite_verdicts.baseline_drift, suite_verdicts.BASELINE_DRIFT_LIMITS),
     "gate": Suite(suite_verdicts.gate, suite_verdicts.GATE_LIMITS),

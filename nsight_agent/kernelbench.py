@@ -1,5 +1,6 @@
 """KernelBench's format, read with ``ast`` (nothing is imported): is a source a problem, its
-module constants, the classes it defines, and KernelBench's correctness rule as numbers.
+module constants, the classes it defines, and KernelBench's correctness rule and timing as
+numbers.
 
 A problem defines ``class Model``, ``get_inputs()`` and ``get_init_inputs()``, its sizes as
 module constants (``M = 1024``); a candidate defines ``class ModelNew``. The harness side
@@ -16,6 +17,14 @@ CANDIDATE_CLASS = "ModelNew"
 
 TRIALS = 5
 """Seeded correctness trials per config under ``correctness="kernelbench"`` (its eval's default)."""
+
+# Its timing (``timing.py``'s ``cuda_event`` method, as its eval calls it): warm-up calls,
+# timed trials of which the first ones are discarded, each after a write of 32 x 1024 x 1024
+# int64 (256 MiB) that flushes the L2; its runtime is the trials' mean.
+PERF_TRIALS = 100  # its run_and_check's num_perf_trials
+WARMUP = 3
+DISCARD = 1
+FLUSH_SHAPE = (32, 1024, 1024)
 
 TOLERANCES: dict[str, float] = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2}
 """atol = rtol per output dtype, as KernelBench's ``get_tolerance_for_precision`` (since its

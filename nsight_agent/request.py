@@ -25,6 +25,7 @@ from nsight_agent.options import TIME_METRIC as TIME_METRIC
 from nsight_agent.options import CacheControl as CacheControl
 from nsight_agent.options import ClockControl as ClockControl
 from nsight_agent.options import ReplayMode as ReplayMode
+from nsight_agent.time_basis import TimeBasis, default_basis
 
 Language = Literal["triton", "torch", "torch_compile", "cuda"]
 # What a request accepts: the tools' ``Language`` plus KernelBench's format, which the tools
@@ -195,6 +196,11 @@ class ProfileRequest(BaseModel):
         "config, and its tolerances (atol = rtol: fp32 1e-4, fp16/bf16 1e-2) unless rtol/atol "
         "are given",
     )
+    # What a verdict compares (nsight_agent/time_basis.py); None: the request's default.
+    time_basis: TimeBasis | None = None
+    # correctness="kernelbench": its correctness trials per config, timed trials per variant
+    num_correct_trials: int = Field(kernelbench.TRIALS, ge=1, le=100)
+    num_perf_trials: int = Field(kernelbench.PERF_TRIALS, ge=1, le=10_000)
 
     @model_validator(mode="before")
     @classmethod
@@ -332,6 +338,10 @@ class ProfileRequest(BaseModel):
 
     def baseline_name(self) -> str:
         return self.baseline or self.effective_variants()[0].name
+
+    def basis(self) -> TimeBasis:
+        """The time basis its comparison reads: the one asked for, else the default."""
+        return self.time_basis or default_basis(self.correctness)
 
     def param_names(self) -> list[str]:
         configs = self.expanded_configs()

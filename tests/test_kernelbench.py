@@ -31,7 +31,7 @@ from nsight_agent.engine.worker import timing_run
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.engine.worker.timing_options import TimingOptions
 from nsight_agent.judge.builds import build_note
-from nsight_agent.request import ProfileRequest
+from nsight_agent.request import TIME_METRIC, ProfileRequest
 from nsight_agent.service.summaries import compare_summary
 from nsight_agent.views.kernelbench import kernelbench_report, render_kernelbench
 
@@ -207,8 +207,9 @@ def test_the_problem_alone_is_timed_with_configs_omitted(
     run = pipeline.time_request(
         ProfileRequest(source=PROBLEM, runs=5), cpu_pool, runs_root=tmp_path
     )
-    assert list(run.processed["Annotation"]) == ["ref"]
-    assert bool(run.processed["OutputOK"].iloc[0]) and run.processed["AvgValue"].iloc[0] > 0
+    times = run.processed[run.processed["Metric"] == TIME_METRIC]
+    assert list(times["Annotation"]) == ["ref"]
+    assert bool(times["OutputOK"].iloc[0]) and times["AvgValue"].iloc[0] > 0
     assert [c.ok for c in run.checks] == [True]
 
 
@@ -271,7 +272,8 @@ def test_a_candidate_that_does_not_import_is_not_compiled(
 def test_configs_override_module_constants(cpu_pool: WorkerPool, tmp_path: Path) -> None:
     req = kb_request(["honest"], configs={"batch_size": [4, 16]})
     run = pipeline.time_request(req, cpu_pool, runs_root=tmp_path)
-    assert sorted(run.processed["batch_size"]) == [4, 4, 16, 16]
+    times = run.processed[run.processed["Metric"] == TIME_METRIC]
+    assert sorted(times["batch_size"]) == [4, 4, 16, 16]
     assert all(c.ok for c in run.checks) and len(run.checks) == 4
 
 

@@ -1,9 +1,9 @@
 """What the server costs an agent's context, measured through the SDK client.
 
 tools/list: names, descriptions and input schemas (what a model reads of every tool on every
-turn) <= 8 KiB in all; output schemas <= 17 KiB; the README and docs/MCP.md state both figures
+turn) <= 8 KiB in all; output schemas <= 18.5 KiB; the README and docs/MCP.md state both figures
 as measured here. Answers: profile_kernel of 3 configs x 1 metric <= 1.2 KB, compare_variants
-of 4 variants x 3 configs <= 2.5 KB, summarize_report of 8 kernels <= 4 KB by default. Sizes
+of 4 variants x 3 configs <= 2.6 KB, summarize_report of 8 kernels <= 4 KB by default. Sizes
 are compact JSON of the structured content, the part a client passes to the model.
 """
 
@@ -68,8 +68,9 @@ async def test_tools_list_fits_its_budget() -> None:
     print(f"tools/list: {visible} B visible, {outputs} B of output schemas")
     assert visible <= 8 * 1024, visible
     # Output schemas are read by clients that validate answers; the model sees them only
-    # where a client passes them on. diagnose_kernel's step view is most of them.
-    assert outputs <= 17 * 1024, outputs
+    # where a client passes them on. diagnose_kernel's step view is most of them, then
+    # compare_variants' time bases and KernelBench's result fields.
+    assert outputs <= 18.5 * 1024, outputs
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +122,8 @@ async def test_answers_fit_their_budgets(tmp_path: Path, sweep: Any) -> None:
     )
     assert size(profiled.structured_content) <= 1200, size(profiled.structured_content)
     assert len(compare.structured_content["overall"]) == 4
-    assert size(compare.structured_content) <= 2500, size(compare.structured_content)
+    # 2500 B until the answer named its time basis and what the times are (about 100 B).
+    assert size(compare.structured_content) <= 2600, size(compare.structured_content)
 
 
 PATH_ALLOWANCE = 64  # characters of a report's path, as a user passes it

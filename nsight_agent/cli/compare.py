@@ -74,6 +74,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             clock_control=args.clock_control,
             correctness=correctness,
             min_effect_pct=args.min_effect,
+            time_basis=args.time_basis,
+            num_correct_trials=args.num_correct_trials,
+            num_perf_trials=args.num_perf_trials,
         )
     except RequestRejected as err:
         if not (args.kernelbench_result and err.candidates_only):
@@ -85,7 +88,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 0
     s = summaries.compare_summary(run, baseline=args.baseline, limit=10_000)
     if args.kernelbench_result:
-        report = kernelbench_report(s)
+        report = s.kernelbench or kernelbench_report(s)
         print(dump_json(report) if args.json else render_kernelbench(report))
     elif args.json:
         print(dump_json(s))

@@ -46,7 +46,8 @@ LANGUAGE = opt(
 CORRECTNESS = opt(
     "--correctness",
     choices=["default", "kernelbench"],
-    help="kernelbench: add KernelBench's 5 seeded trials and tolerances to our checks",
+    help="kernelbench: add KernelBench's seeded trials and tolerances to our checks, and its "
+    "timing",
 )
 JSON = opt("--json", action="store_true", help="print the answer as JSON (for scripts)")
 TIMEOUT = opt("--timeout", type=int, default=600, help="seconds")
@@ -165,8 +166,17 @@ COMMANDS = [
                 "--kernelbench-result",
                 action="store_true",
                 help="print KernelBench's result fields (compiled, correctness, runtime, "
-                "ref_runtime, speedup) with our verdict; implies --correctness kernelbench",
+                "ref_runtime, speedup by its timing) with our verdict; implies --correctness "
+                "kernelbench",
             ),
+            opt(
+                "--time-basis",
+                choices=["gpu", "call"],
+                help="what verdicts compare: gpu (the calls' kernel time) or call (each call "
+                "timed end to end); default call under --correctness kernelbench, else gpu",
+            ),
+            opt("--num-correct-trials", type=int, help="KernelBench's correctness trials (5)"),
+            opt("--num-perf-trials", type=int, help="KernelBench's timed trials (100)"),
             opt("--baseline", help="variant the others are compared to (default: the first)"),
             CONFIG,
             GRID,

@@ -23,6 +23,7 @@ from nsight_agent.views.report import ReportSummary
 from nsight_agent.views.run_list import COLUMNS, RunRow, cells
 from nsight_agent.views.runs import ProfileSummary
 from nsight_agent.views.text import (
+    basis_lines,
     kernels_text,
     only_variant,
     readable,
@@ -201,7 +202,8 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
             cli_terms(why or "") if bad else "",
         )
     rule = Text(f"rule: {s.rule}", style="dim")
-    return Group(table, overall, rule, *closing(s.warnings, s.page))
+    basis = [Text(cli_terms(line), style="dim") for line in basis_lines(s)]
+    return Group(table, overall, rule, *basis, *closing(s.warnings, s.page))
 
 
 def profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) -> RenderableType:

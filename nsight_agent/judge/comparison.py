@@ -5,6 +5,7 @@ variant gets its verdict and why, never a speedup."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,9 +67,12 @@ def compare_run(
     baseline: str | None = None,
     metric: str = TIME_METRIC,
     min_effect_pct: float | None = None,
+    suspects: Mapping[tuple[str, int], str] | None = None,
 ) -> Comparison:
     """Per config: each variant's time, speedup vs the baseline and a verdict (VERDICT_RULE);
-    ``min_effect_pct`` re-reads a run with another minimum effect than it asked for."""
+    ``min_effect_pct`` re-reads a run with another minimum effect than it asked for;
+    ``suspects``: (variant, config index) whose time on this metric is not trusted, and why,
+    beside the run's own."""
     frame = denormalized(run.processed)
     frame = frame[frame["Metric"] == metric]
     if frame.empty:
@@ -93,7 +97,7 @@ def compare_run(
     measured = _Measured(
         rows,
         checks_by(run),
-        {(s.variant, s.config_index): s.reason for s in run.suspects},
+        {**{(s.variant, s.config_index): s.reason for s in run.suspects}, **(suspects or {})},
         run.dropped,
     )
     effect = min_effect_of(run, min_effect_pct)

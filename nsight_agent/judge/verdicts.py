@@ -18,6 +18,7 @@ from nsight_agent.engine.store.records import DroppedVariant
 from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.numbers import sig
 from nsight_agent.request import MIN_EFFECT_NS, MIN_EFFECT_PCT, TIME_METRIC
+from nsight_agent.time_basis import CALL_METRIC, KERNELBENCH_METRIC
 from nsight_agent.wording import whole
 
 Verdict = Literal[
@@ -74,6 +75,7 @@ class VariantTiming(BaseModel):
         default=None,
         description="Why the output check failed (max errors), why it is suspect, or its error",
     )
+    other_time: float | None = Field(default=None, description="Mean time on the other basis")
 
 
 class VariantOverall(BaseModel):
@@ -112,7 +114,7 @@ def config_verdict(
 
 def effect_floor(metric: str) -> float:
     """The absolute part of the minimum effect: a time's jitter floor, in ns; none otherwise."""
-    return MIN_EFFECT_NS if metric == TIME_METRIC else 0.0
+    return MIN_EFFECT_NS if metric in (TIME_METRIC, CALL_METRIC, KERNELBENCH_METRIC) else 0.0
 
 
 def check_text(check: OutputCheck) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+import nsight_agent.kernelbench as kernelbench
 from nsight_agent.arguments import problems_of
 from nsight_agent.errors import Problem, RequestRejected
 from nsight_agent.request import (
@@ -24,6 +25,7 @@ from nsight_agent.request import (
     Correctness,
     ReplayMode,
 )
+from nsight_agent.time_basis import TimeBasis
 
 
 class Options(BaseModel):
@@ -47,6 +49,11 @@ class Options(BaseModel):
     correctness: Correctness = "default"
     min_effect_pct: float = Field(default=MIN_EFFECT_PCT, ge=0, le=100)
     budget_s: float | None = Field(default=None, ge=1, le=3600)
+    # None: the tool's default (compare_variants: "call" under correctness="kernelbench",
+    # else "gpu"; nsight_agent/time_basis.py)
+    time_basis: TimeBasis | None = None
+    num_correct_trials: int = Field(default=kernelbench.TRIALS, ge=1, le=100)
+    num_perf_trials: int = Field(default=kernelbench.PERF_TRIALS, ge=1, le=10_000)
 
     def fields(self, *names: str) -> dict[str, Any]:
         return {n: getattr(self, n) for n in names}
@@ -63,19 +70,21 @@ USES: dict[str, frozenset[str]] = {
     "profile_kernel": frozenset(
         _COMMON
         | {"warmup", "sections", "replay_mode", "ignore_kernels", "combine_kernels"}
-        | {"correctness", "budget_s"}
+        | {"correctness", "budget_s", "num_correct_trials"}
     ),
     "compare_variants": frozenset(
         _COMMON
         | {"warmup", "replay_mode", "ignore_kernels", "combine_kernels", "rtol", "atol"}
-        | {"correctness", "min_effect_pct"}
+        | {"correctness", "min_effect_pct", "time_basis", "num_correct_trials", "num_perf_trials"}
     ),
     "roofline_metrics": frozenset(_COMMON | {"warmup", "ignore_kernels"}),
     "diagnose_kernel": frozenset(_COMMON | {"deep", "budget_s"}),
 }
 """The knobs each tool passes on to its request (from source); a run read again by
 ``run_id`` (or a report) uses none but ``compare_variants``' ``min_effect_pct``."""
-REREAD_USES: dict[str, frozenset[str]] = {"compare_variants": frozenset({"min_effect_pct"})}
+REREAD_USES: dict[str, frozenset[str]] = {
+    "compare_variants": frozenset({"min_effect_pct", "time_basis"})
+}
 
 # What a tool without optional sections says of a budget: it would have nothing to leave out.
 NOTHING_TO_LEAVE_OUT = {

@@ -158,8 +158,14 @@ async def compare_variants(
                 ctx, lambda where: profile.profile(where, method, also=also, **fields)
             )
         effect = o.min_effect_pct if options and run_id else None
+        basis = o.time_basis if run_id else None  # a new run's request holds its own
         s = summaries.compare_summary(
-            run, baseline=baseline, offset=offset, limit=limit, min_effect_pct=effect
+            run,
+            baseline=baseline,
+            time_basis=basis,
+            offset=offset,
+            limit=limit,
+            min_effect_pct=effect,
         )
         return result(s, text.render_compare(s, run_views.metric_labels(run)))
 

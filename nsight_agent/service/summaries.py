@@ -17,12 +17,14 @@ from pathlib import Path
 from nsight_agent.catalog import metrics as catalog
 from nsight_agent.diagnose.step_view import StepView
 from nsight_agent.errors import UnknownMetricError
-from nsight_agent.judge import comparison, reading, run_warnings
+from nsight_agent.judge import basis, comparison, reading, run_warnings
 from nsight_agent.judge.diagnosis import step_of_report
+from nsight_agent.judge.kernelbench_times import kernelbench_times
 from nsight_agent.judge.reading import ReadReport
 from nsight_agent.judge.run import RunLike, metric_frame
-from nsight_agent.request import TIME_METRIC
+from nsight_agent.time_basis import TimeBasis
 from nsight_agent.views import compare, report, roofline, runs
+from nsight_agent.views.kernelbench import kernelbench_report
 
 
 def profile_summary(
@@ -38,18 +40,38 @@ def compare_summary(
     run: RunLike,
     *,
     baseline: str | None = None,
-    metric: str = TIME_METRIC,
+    metric: str | None = None,
+    time_basis: TimeBasis | None = None,
     offset: int = 0,
     limit: int = 20,
     min_effect_pct: float | None = None,
 ) -> compare.CompareSummary:
-    """Per config: each variant's time, speedup vs the baseline and a verdict; ``min_effect_pct``
-    re-reads a run with another minimum effect than it asked for."""
-    judged = comparison.compare_run(
-        run, baseline=baseline, metric=metric, min_effect_pct=min_effect_pct
+    """Per config: each variant's time, speedup vs the baseline and a verdict, on the run's
+    time basis (``time_basis``: re-read on another), the other basis's verdicts beside them
+    and where the two disagree; under correctness="kernelbench", KernelBench's result fields
+    too. ``metric``: that metric's comparison alone (a counter, no time basis);
+    ``min_effect_pct`` re-reads a run with another minimum effect than it asked for."""
+    if metric is not None:
+        judged = comparison.compare_run(
+            run, baseline=baseline, metric=metric, min_effect_pct=min_effect_pct
+        )
+        warnings = run_warnings.run_warnings(run, judged.frame)
+        return compare.compare_summary(judged, run, warnings, offset=offset, limit=limit)
+    chosen, note = basis.basis_of(run, time_basis)
+    bases = basis.compare_bases(run, chosen, baseline=baseline, min_effect_pct=min_effect_pct)
+    warnings = [*([note] if note else []), *run_warnings.run_warnings(run, bases.main.frame)]
+    s = compare.compare_summary(
+        bases.main,
+        run,
+        warnings,
+        offset=offset,
+        limit=limit,
+        bases=bases,
+        disagreements=basis.disagreements(bases, run),
     )
-    warnings = run_warnings.run_warnings(run, judged.frame)
-    return compare.compare_summary(judged, run, warnings, offset=offset, limit=limit)
+    if run.request.correctness == "kernelbench":
+        s.kernelbench = kernelbench_report(s, kernelbench_times(run, bases))
+    return s
 
 
 def roofline_summary(

@@ -9,7 +9,9 @@ both methods.
    the names the contract or KernelBench needs at module level;
 2. the request's fields (pydantic's errors, in a user's words);
 3. metric, section and skill names, each unknown one with close matches;
-4. the options the method cannot honour (``method_problems``): refused, never ignored.
+4. the options the method cannot honour (``method_problems``), and a time basis or
+   KernelBench trial count the request cannot apply (``basis_checks``): refused, never
+   ignored.
 
 Then either ``RequestRejected`` with all of them, or the request to measure. A problem of a
 candidate's own source drops that candidate alone, with the verdict a candidate that raises
@@ -34,6 +36,7 @@ from nsight_agent.engine.store import run_status, runs
 from nsight_agent.engine.store.records import DroppedVariant
 from nsight_agent.errors import NsightAgentError, Problem, RequestRejected
 from nsight_agent.request import TIME_METRIC, ProfileRequest
+from nsight_agent.service.basis_checks import basis_problems
 from nsight_agent.service.source_checks import check_sources, variants_of
 
 Method = Literal["ncu", "timing"]
@@ -129,7 +132,7 @@ def validate(
         for p in problems_of(err, ProfileRequest.model_fields, kept):
             if not (shared and p.code == "request"):  # the sources' own problems said it
                 problems.append(p)
-    problems += named + _method_problems(given, method) + list(also)
+    problems += named + _method_problems(given, method) + basis_problems(build) + list(also)
     left = request is not None and any(
         v.name != request.baseline_name() for v in request.effective_variants()
     )

@@ -2,6 +2,10 @@
 compiled, correctness, runtime and ref_runtime in ms, speedup, plus our verdict and its reason,
 so an agent loop written around KernelBench's evaluator can use ours instead.
 
+runtime, ref_runtime and speedup follow KernelBench's timing definition where the run holds
+its trials (``judge/kernelbench_times.py``: per call, CUDA events after its L2 flush, its
+trial counts); the report says how they were timed, and the basis our verdicts compare.
+
 ``compiled`` is False for a candidate that did not import or build: a syntax error or no
 ``ModelNew`` (found before any run), an exception at import, a CUDA compile error. One whose
 constructor or forward raises was built: ``compiled=True``, ``correctness=False``, as
@@ -19,12 +23,12 @@ import math
 import re
 from collections.abc import Iterable
 
-from pydantic import BaseModel, Field
-
 from nsight_agent.errors import Problem
+from nsight_agent.judge.kernelbench_times import KernelBenchTimes
 from nsight_agent.judge.verdicts import FAILING
 from nsight_agent.numbers import sig
 from nsight_agent.views.compare import CompareSummary
+from nsight_agent.views.kernelbench_result import KernelBenchReport, KernelBenchResult
 
 # Milliseconds per unit of the time metric: the timing path reports ns, ncu "nsecond".
 _MS_PER_UNIT = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0}
@@ -36,30 +40,6 @@ _DROPPED_AT = re.compile(r"^\w+ at (\w+)")
 _NOT_BUILT = frozenset({"import", "compile"})
 
 
-class KernelBenchResult(BaseModel):
-    """One candidate, as KernelBench's ``KernelExecResult`` reports it, and our judgement."""
-
-    variant: str
-    compiled: bool = Field(description="Its source imported (and built, for CUDA)")
-    correctness: bool = Field(description="Measured, and every check passed")
-    runtime: float = Field(description="ms, geometric mean over the configs; -1.0 if not timed")
-    ref_runtime: float = Field(description="The baseline's, ms; -1.0 if not timed")
-    speedup: float | None = Field(default=None, description="ref_runtime / runtime, if correct")
-    verdict: str = Field(description="Ours: faster, slower, within_noise, mixed, incorrect, ...")
-    reason: str | None = None
-
-
-class KernelBenchReport(BaseModel):
-    run_id: str | None = Field(description="None: every candidate was refused before any run")
-    baseline: str
-    results: list[KernelBenchResult]
-    compile: str | None = Field(
-        default=None,
-        description="What the call's builds cost, apart from every measured time "
-        "(a candidate's load_inline, built or loaded from the cache)",
-    )
-
-
 def _geomean_ms(times: list[float | None], ms_per_unit: float) -> float:
     vals = [t for t in times if t is not None and t > 0 and math.isfinite(t)]
     if not vals:
@@ -67,16 +47,26 @@ def _geomean_ms(times: list[float | None], ms_per_unit: float) -> float:
     return float(sig(math.exp(sum(map(math.log, vals)) / len(vals)) * ms_per_unit, 4) or -1.0)
 
 
-def kernelbench_report(summary: CompareSummary) -> KernelBenchReport:
-    """Every non-baseline variant of ``summary`` in KernelBench's terms; runtimes over the
-    configs on the page ``summary`` holds (ask ``compare_summary`` for all of them)."""
-    if summary.unit not in _MS_PER_UNIT:
-        raise ValueError(f"time unit {summary.unit!r} of run {summary.run_id} is not a time")
-    per_ms = _MS_PER_UNIT[summary.unit]
+def kernelbench_report(
+    summary: CompareSummary, times: KernelBenchTimes | None = None
+) -> KernelBenchReport:
+    """Every non-baseline variant of ``summary`` in KernelBench's terms; runtimes by
+    ``times`` (KernelBench's own), else the times ``summary`` compares, over the configs on
+    the page ``summary`` holds (ask ``compare_summary`` for all of them)."""
+    unit = times.unit if times is not None else summary.unit
+    if unit not in _MS_PER_UNIT:
+        raise ValueError(f"time unit {unit!r} of run {summary.run_id} is not a time")
+    per_ms = _MS_PER_UNIT[unit]
+    indices = [c.config_index for c in summary.configs]
+
+    def times_of(name: str) -> list[float | None]:
+        if times is not None:
+            own = times.by_variant.get(name, {})
+            return [own.get(i) for i in indices]
+        return [c.variants[name].time for c in summary.configs if name in c.variants]
+
     base = summary.baseline
-    ref_ms = _geomean_ms(
-        [c.variants[base].time for c in summary.configs if base in c.variants], per_ms
-    )
+    ref_ms = _geomean_ms(times_of(base), per_ms)
     results = []
     for name, overall in summary.overall.items():
         if name == base:
@@ -92,8 +82,11 @@ def kernelbench_report(summary: CompareSummary) -> KernelBenchReport:
             _DROPPED_AT.match(failing.check or "") if failing and failing.time is None else None
         )
         correct = overall.verdict not in FAILING and overall.verdict != "no_data"
+        untrusted = times.untrusted.get(name) if times is not None else None
+        if correct and untrusted:  # its per-call time, KernelBench's too, misses its work
+            correct, reason = False, f"suspect on per-call time: {untrusted}"
         # As KernelBench: a candidate is timed only once it is correct.
-        runtime = _geomean_ms([t.time for t in timings], per_ms) if correct else -1.0
+        runtime = _geomean_ms(times_of(name), per_ms) if correct else -1.0
         speedup = sig(ref_ms / runtime, 4) if correct and runtime > 0 and ref_ms > 0 else None
         results.append(
             KernelBenchResult(
@@ -109,7 +102,14 @@ def kernelbench_report(summary: CompareSummary) -> KernelBenchReport:
         )
     compiled = next((w for w in summary.warnings or [] if w.startswith("compile: ")), None)
     return KernelBenchReport(
-        run_id=summary.run_id, baseline=base, results=results, compile=compiled
+        run_id=summary.run_id,
+        baseline=base,
+        results=results,
+        timing=times.timing if times is not None else None,
+        num_correct_trials=times.num_correct_trials if times is not None else None,
+        num_perf_trials=(times.num_perf_trials or None) if times is not None else None,
+        verdict_basis=summary.time_basis,
+        compile=compiled,
     )
 
 
@@ -147,6 +147,10 @@ def render_kernelbench(report: KernelBenchReport) -> str:
             f"runtime={r.runtime} ref_runtime={r.ref_runtime} speedup={speed} "
             f"[{r.verdict}] {r.reason or ''}".rstrip()
         )
+    if report.timing:
+        lines.append(f"runtime: {report.timing}")
+    if report.verdict_basis:
+        lines.append(f"[verdict] on {report.verdict_basis} time (options.time_basis)")
     if report.compile:
         lines.append(report.compile)
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from nsight_agent.judge.run import (
 )
 from nsight_agent.numbers import sig
 from nsight_agent.request import TIME_METRIC
+from nsight_agent.time_basis import CALL_METRIC, KERNELBENCH_METRIC
 from nsight_agent.views.common import ARTIFACT_URI, Page, page
 
 
@@ -101,10 +102,14 @@ def problem_sizes(run: RunLike) -> dict[str, Any]:
 
 
 def metric_labels(run: RunLike) -> dict[str, str]:
-    """Names for people: a CPU timing's time metric is wall-clock time, not a GPU duration."""
+    """Names for people: a CPU timing's time metric is wall-clock time, not a GPU duration;
+    the per-call times say what timed them."""
     if timing_method(run, run.processed) == CPU_TIMER:
-        return {TIME_METRIC: "CPU time (perf_counter)"}
-    return {}
+        return {TIME_METRIC: "CPU time (perf_counter)", CALL_METRIC: "per-call wall time"}
+    return {
+        CALL_METRIC: "per-call time (CUDA events)",
+        KERNELBENCH_METRIC: "KernelBench's per-call time",
+    }
 
 
 def artifact_names(run: RunLike) -> list[str] | None:

@@ -11,6 +11,7 @@ from nsight_agent.diagnose.step_view import StepView
 from nsight_agent.views.common import Page
 from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
+from nsight_agent.views.kernelbench import render_kernelbench
 from nsight_agent.views.report import ReportSummary, RooflineBrief
 from nsight_agent.views.roofline import RooflineSummary
 from nsight_agent.views.runs import ProfileSummary, Stat
@@ -171,7 +172,26 @@ def render_compare(s: CompareSummary, metric_label: Mapping[str, str] | None = N
         if why and o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect"):
             lines.append(f"  {name} {o.verdict}: {why}")
     lines.append(f"rule: {s.rule}")
+    lines += basis_lines(s)
     return _closing(lines, s.warnings, s.page)
+
+
+def basis_lines(s: CompareSummary) -> list[str]:
+    """The time basis of a comparison, the other basis's verdicts, where the two disagree,
+    and KernelBench's result fields when the run asked for its rule."""
+    lines = [f"time basis: {s.time_basis} ({s.basis})"] if s.time_basis else []
+    o = s.other_basis
+    if o is not None:
+        said = [
+            f"{name} x{_fmt(v.geomean_speedup)} {v.verdict}"
+            for name, v in o.overall.items()
+            if v.verdict != "baseline"
+        ]
+        lines.append(f"on {o.time_basis} time: " + "; ".join(said))
+    lines += [f"disagree: {d}" for d in s.disagreements or []]
+    if s.kernelbench is not None:
+        lines += [f"KernelBench: {line}" for line in render_kernelbench(s.kernelbench).splitlines()]
+    return lines
 
 
 def render_roofline(s: RooflineSummary) -> str:

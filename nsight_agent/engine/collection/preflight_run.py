@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import process
+from nsight_agent.engine.collection import call_rows
 from nsight_agent.engine.harness.errors import DIED, SourceError
 from nsight_agent.engine.store.records import (
     DroppedVariant,
@@ -86,6 +87,8 @@ def result_from_files(
         kernels_per_call=_kernels_per_call(manifest),
         kernel_counts=kernel_counts(manifest),
         copies_ns=copies_per_config(manifest),
+        call_ns=call_rows.samples_of(manifest.get("call_ns")),
+        kernelbench_ns=call_rows.samples_of(manifest.get("kernelbench_ns")),
         notes=list(manifest.get("notes", [])),
         warm=warm,
         cuda_build=manifest.get("cuda_build"),

@@ -10,7 +10,7 @@ import operator
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine.collection import check, measure, preflight_run
+from nsight_agent.engine.collection import call_rows, check, measure, preflight_run
 from nsight_agent.engine.store import records
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.runs import OutputCheck, PreflightResult, RunResult, artifact_paths
@@ -81,6 +81,7 @@ def of_ncu_run(
         *check.work_suspects(measured.processed, request),
     ]
     processed, raw = check.without(measured.processed, added), check.without(measured.raw, added)
+    processed = call_rows.with_call_rows(processed, request, pre, None)
     files.manifest.write_text(json.dumps(manifest, indent=1))
     facts = measured.ncu_cost(seconds)
     facts.profile_cuda_build = manifest.get("cuda_build")
@@ -113,7 +114,7 @@ def of_timing(
         run_id=run_id,
         run_dir=run_dir,
         request=request,
-        processed=frame,
+        processed=call_rows.with_call_rows(frame, request, pre, timed.method),
         raw=frame.iloc[0:0],
         checks=[OutputCheck(**c) for c in timed.checks] or pre.checks,
         kernels={v.name: [] for v in request.effective_variants()},

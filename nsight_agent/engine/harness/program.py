@@ -14,6 +14,8 @@
       runs      the measured calls: one NVTX call range per variant and run, variants
                 interleaved (``runtime.run_order``), each on inputs of a new seed built
                 outside the ranges, every run's outputs judged
+      timed     the pre-flight on a GPU: each call timed end to end, and KernelBench's
+                trials where asked (``call_loop.py``), outside every profiler
     manifest    what was called, checked, dropped and suspected (``manifest.json``, read by
                 ``collection/preflight_run.py`` and ``collection/measure.py``)
 
@@ -33,6 +35,7 @@ import nvtx
 
 from nsight_agent.annotation import CALL_DOMAIN, CALL_STATE, annotate
 from nsight_agent.engine.harness import (
+    call_loop,
     call_markers,
     gpu_activity,
     integrity,
@@ -40,6 +43,7 @@ from nsight_agent.engine.harness import (
     runtime,
     sources,
 )
+from nsight_agent.engine.harness.call_time import CallClock
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.harness.languages import kernelbench
 from nsight_agent.engine.harness.spec import Spec, VariantSpec
@@ -76,6 +80,7 @@ class Program:
         self.device = args.device
         self.manifest = files.manifest
         self.tolerance = Tolerance(spec["rtol"], spec["atol"], spec["tolerances"])
+        self.clock: CallClock | None = None
 
     def run(self) -> None:
         if self.args.gate:  # started beside the pre-flight: its verdict first
@@ -83,6 +88,8 @@ class Program:
             if skip is None:
                 return
             self.args.skip = skip
+        if call_loop.wanted(self.spec, self.args.preflight, self.device):
+            self.clock = CallClock(self.device, self.spec["flush_l2"])  # before user code
         self.load()
         for ci, config in enumerate(self.spec["configs"]):
             self.config(ci, config)
@@ -104,6 +111,7 @@ class Program:
         manifest.update(warmup=spec["warmup"], baseline=spec["baseline"])
         manifest.update(variants=[v["name"] for v in self.variants], calls=[], checks=[], notes=[])
         manifest.update(skipped=list(self.args.skip), suspects=[], out_bytes=[], first_kernels=[])
+        manifest.update(call_ns=[], kernelbench_ns=[])
         self.loaded = loaded = sources.load(spec, Path.cwd(), self.device, self.args.skip)
         self.dropped = loaded.dropped
         manifest.update(dropped=loaded.dropped, builds=loaded.builds)
@@ -155,10 +163,13 @@ class Program:
                 device=self.device,
                 seed=self.spec["seed"],
                 after_call=lambda name: self.replaced_by(name, ci),
+                count=self.spec["trials"],
             )
         self.files.write_manifest()
         self.warm_up(ci, config)
         self.measured_runs(ci, config, vary, verdicts)
+        if self.clock is not None:
+            call_loop.after_runs(self, self.clock, ci, config, vary, verdicts)
         self.files.write_manifest()
 
     def inputs_vary(self, ci: int, config: dict[str, Any]) -> bool:

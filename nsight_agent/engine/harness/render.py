@@ -17,10 +17,13 @@ import nsight_agent.kernelbench as kernelbench
 from nsight_agent.engine import process
 from nsight_agent.engine.harness.spec import Spec, VariantSpec
 from nsight_agent.errors import NsightAgentError
-from nsight_agent.request import ProfileRequest
+from nsight_agent.request import TIME_METRIC, ProfileRequest
 
 TEMPLATE = "harness.py.j2"
 MAIN_MODULE = "user_source"
+# The pre-flight's per-call runs per config at least (harness/call_loop.py): a verdict on
+# per-call time needs as many samples as the measured runs give a GPU time.
+MIN_CALL_RUNS = 10
 
 
 def template_dirs() -> list[Path]:
@@ -67,6 +70,7 @@ def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[Spec, dict[str,
         )
     if request.cuda_source is not None:
         files["kernel.cu"] = request.cuda_source
+    kb, calls = request.correctness == "kernelbench", call_runs(request)
     spec: Spec = {
         "language": request.language,
         "setup_module": MAIN_MODULE,
@@ -82,13 +86,13 @@ def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[Spec, dict[str,
         "vary_inputs": request.vary_inputs,
         "rtol": request.rtol,
         "atol": request.atol,
-        # correctness="kernelbench": its trials after the first check, its bounds in every check
-        "trials": kernelbench.TRIALS if request.correctness == "kernelbench" else 0,
-        "tolerances": (
-            kernelbench.tolerances(request.rtol, request.atol)
-            if request.correctness == "kernelbench"
-            else None
-        ),
+        # correctness="kernelbench": its trials after the first check, its bounds in every
+        # check, and its timed trials in the pre-flight
+        "trials": request.num_correct_trials if kb else 0,
+        "call_runs": calls,
+        "perf_trials": request.num_perf_trials if kb and calls else 0,
+        "flush_l2": request.cache_control == "all",
+        "tolerances": kernelbench.tolerances(request.rtol, request.atol) if kb else None,
         "compile_options": {},
         "cuda": {
             "source": request.cuda_source,
@@ -97,6 +101,15 @@ def spec_for(request: ProfileRequest, cuda_cache: Path) -> tuple[Spec, dict[str,
         },
     }
     return spec, files
+
+
+def call_runs(request: ProfileRequest) -> int:
+    """The pre-flight's per-call runs per config: the request's runs, at least
+    ``MIN_CALL_RUNS``, where a call's time is asked for; none for a counter collection
+    (sections: a roofline, a diagnosis) or a sampled step, which judge no variant's time."""
+    if request.sections or request.sample_launches or TIME_METRIC not in request.metrics:
+        return 0
+    return max(request.runs, MIN_CALL_RUNS)
 
 
 def render(spec: Spec) -> str:

@@ -47,6 +47,11 @@ class Spec(TypedDict):
     rtol: float | None
     atol: float | None
     trials: int  # correctness="kernelbench": its seeded trials per config (0: none)
+    # The pre-flight's timed calls on a GPU (harness/call_loop.py): per-call runs per config,
+    # KernelBench's perf trials per variant and config (0: none), the L2 flushed before each
+    call_runs: int
+    perf_trials: int
+    flush_l2: bool
     tolerances: dict[str, tuple[float, float]] | None  # (rtol, atol) by dtype name
     compile_options: dict[str, Any]
     cuda: CudaSpec

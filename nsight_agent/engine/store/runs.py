@@ -82,6 +82,10 @@ class PreflightResult(BaseModel):
     # variant -> config index -> median GPU time (ns) of a call's copies and memsets, where
     # there were any: work ncu does not profile (CUPTI, measured calls of the pre-flight)
     copies_ns: dict[str, dict[int, float]] = {}
+    # variant -> config index -> its calls timed end to end (ns), outside every profiler
+    # (harness/call_loop.py): the per-call time, and KernelBench's timed trials; GPU only
+    call_ns: dict[str, dict[int, list[float]]] = {}
+    kernelbench_ns: dict[str, dict[int, list[float]]] = {}
     errors: list[str] = []
     stage: str | None = None  # where the first error happened: import/setup/compile/entry/check
     # the harness itself ended with an error (its error file): the run broke at ``stage``,

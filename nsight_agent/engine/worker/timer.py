@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsight_agent.engine.harness import gpu_activity, integrity, runtime
+from nsight_agent.engine.harness.call_time import L2Flush
 from nsight_agent.engine.harness.gpu_activity import CALL_PREFIX
 
-L2_FALLBACK_BYTES = 256 * 1024 * 1024
 SPIN_CAP_CYCLES = 10_000_000  # 5 ms at 2 GHz
 
 
@@ -55,7 +55,7 @@ class Timer:
         self.device = device
         self.cuda = device.startswith("cuda")
         self.method = "perf_counter"
-        self.flush: Any = None
+        self.flush: L2Flush | None = None
         self.name = socket.gethostname() if not self.cuda else ""
         self.trace = False
         self.pending: dict[int, Call] = {}  # the run's traced calls by their range's index
@@ -64,16 +64,10 @@ class Timer:
         if self.cuda:
             import torch
 
-            props = torch.cuda.get_device_properties(torch.cuda.current_device())
-            l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-            if flush_l2:
-                self.flush = torch.empty(
-                    2 * l2 or L2_FALLBACK_BYTES, dtype=torch.int8, device=device
-                )
+            self.flush = L2Flush(device, flush_l2) if flush_l2 else None
             # Taken before user code runs: a variant that replaces them changes nothing here
             # (the waits use the synchronize the harness pinned, the first pin in the process).
             runtime.pin_synchronize()
-            self._amax = torch.amax
             self._event: Any = torch.cuda.Event
             self._sleep = getattr(torch.cuda, "_sleep", None)
             self.name = torch.cuda.get_device_name()
@@ -116,12 +110,9 @@ class Timer:
                 call.gpu_ns = float(runtime.union_ns([(a.start, a.end) for a in spans]))
 
     def flush_l2(self) -> None:
-        """Empty the L2 of the previous call's data before the next call: a read of twice
-        its size leaves it holding clean lines, as ncu's flush does. (Writing the buffer
-        left dirty lines that the timed call paid to write back: +14 to +26 % on 2-35 us
-        kernels on the H200, bench/probes/timing_cost.py.)"""
+        """Empty the L2 of the previous call's data before the next call (``L2Flush``)."""
         if self.flush is not None:
-            self._amax(self.flush)
+            self.flush()
 
     def measure(self, entry: Callable[..., Any], inputs: Any) -> Call:
         """One call; everything it launched has finished when this returns.

@@ -88,6 +88,7 @@ def _trials(
             device=device,
             seed=spec["seed"],
             after_call=blame,
+            count=spec["trials"],
         )
 
     return after_config

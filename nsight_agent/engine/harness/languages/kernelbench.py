@@ -137,15 +137,16 @@ def trials(
     device: str,
     seed: int,
     after_call: Callable[[str], None] | None = None,
+    count: int = kernelbench.TRIALS,
 ) -> None:
-    """KernelBench's correctness trials of one config (``verdicts``'): for each trial seed,
+    """KernelBench's ``count`` correctness trials of one config (``verdicts``'): for each trial seed,
     every variant still judged right on inputs built from it, judged as one call
     (``Verdicts.judge``, the trial named in each message): a candidate's first failing trial
     is its check at this config. ``after_call(name)`` runs after each variant's call, raising
     or not: the guard check, so that a function replaced in a trial is put back before the
     next variant's call and blamed on the variant that replaced it."""
     baseline, index, config = verdicts.baseline, verdicts.index, verdicts.config
-    for trial, trial_seed in enumerate(trial_seeds(seed)):
+    for trial, trial_seed in enumerate(trial_seeds(seed, count)):
         outs, held = {}, {}
         for name, entry in entries.items():
             if not verdicts.judged(name):
