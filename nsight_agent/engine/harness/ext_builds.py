@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nsight_agent.engine.harness import ahead_record
+
 # How long an import waits for another process's build of the same folder.
 LOCK_WAIT_S = float(os.environ.get("NSIGHT_AGENT_BUILD_WAIT_S", "900"))
 MARKER = "built.json"  # written after a source's import built or loaded its libraries
@@ -184,6 +186,8 @@ class SourceBuild:
     arch: str | None = None
     parallel: int | None = None  # built in a child beside this many sources' (Builds.prebuild)
     wall: float | None = None  # the wall time of those builds together
+    ahead: bool = False  # built before the job queued for a GPU (``ahead_record``)
+    waited: float | None = None  # ahead: seconds it waited for a build slot of the machine
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -243,7 +247,7 @@ class Builds:
             text = Path(path).read_text(errors="replace")
             folder = folder_for(self.root, text)
             # A CUDA build this machine cannot make is left to its import, which says why.
-            built = (folder / MARKER).is_file()
+            built = (folder / MARKER).is_file() or ahead_record.read(folder) is not None
             if builds_extensions(text) and not built and cuda_build_impossible(text) is None:
                 todo.setdefault(str(folder), (module, Path(path)))
         if len(todo) < 2:
@@ -294,7 +298,8 @@ class Builds:
         impossible = cuda_build_impossible(source)
         if impossible is not None:
             raise RuntimeError(f"the torch extension cannot be built here: {impossible}")
-        failed = self.failed.get(str(folder_for(self.root, source)))
+        ahead = ahead_record.read(folder_for(self.root, source))  # built before the GPU's turn
+        failed = self.failed.get(str(folder_for(self.root, source))) or ahead_record.failure(ahead)
         if failed is not None:  # its child's build failed: not compiled a second time
             raise RuntimeError(f"the torch extension did not compile: {failed}")
         with source_builds(self.root, source, module) as record:
@@ -307,7 +312,11 @@ class Builds:
                     f"the torch extension did not compile: {compile_message(str(err))}"
                 ) from None
         built = self.prebuilt.get(record.folder)
-        if built is not None and record.cache_hit:  # compiled by this call's child, in parallel
+        if ahead_record.built(ahead) and record.cache_hit and ahead is not None:
+            record.compiled, record.cache_hit = list(ahead.get("compiled") or []), False
+            record.seconds, record.ahead = float(ahead["seconds"]), True
+            record.parallel, record.waited = ahead.get("at_once"), ahead.get("waited")
+        elif built is not None and record.cache_hit:  # compiled by this call's child, in parallel
             record.compiled, record.cache_hit = list(built.get("compiled") or []), False
             record.seconds += float(built["seconds"])
             record.parallel, record.wall = int(built["parallel"]), float(built["wall"])
