@@ -1,18 +1,20 @@
 """Builds ahead of the GPU queue: a job's sources are compiled before it queues for a GPU slot.
 
 Compiling a candidate's torch extension (``load_inline`` at import) or the ``cuda``
-language's source takes tens of seconds of CPU and no GPU. Done in the job's pre-flight, it
-held a GPU slot, so concurrent calls built one after another. Here the executor's ``submit``
-plans the builds the job still needs (``harness/build_plan.py``: none, and the job queues at
-once), runs them in child processes (``harness/build_child.py``), every source of every job
-at once within one bound for the whole process (``build_slots``: a build runs two compilers,
-its C++ and its CUDA file), and only then queues the job for a GPU. Each build leaves a
-record in its folder (``harness/ahead_record.py``) that the harness's import reads: the
-library is found built and the answer says it was built ahead, or the compiler's errors
+language's source takes tens of seconds of CPU and no GPU. In the job's pre-flight it would
+hold a GPU slot, and concurrent calls would build one after another. So the executor's
+``submit`` plans the builds the job still needs (``harness/build_plan.py``: none, and the job
+queues at once), runs them in child processes (``harness/build_child.py``), every source of
+every job at once within one bound for the whole process (``build_slots``: a build runs two
+compilers, its C++ and its CUDA file), and only then queues the job for a GPU. Each build
+leaves a record in its folder (``harness/ahead_record.py``) that the harness's import reads:
+the library is found built and the answer says it was built ahead, or the compiler's errors
 become the candidate's error row without compiling again. The records are removed when the
-job ends. Cancelling the job while it builds kills its build children (their process groups).
-A build that stops for any other reason (it timed out, the child died, the user's import
-failed elsewhere) leaves no record: the harness builds or reports it in the GPU's turn.
+job ends. Cancelling the job while it builds kills its build children (their process
+groups). A build that stops for any other reason (it timed out, the child died, the user's
+import failed elsewhere) leaves no record: the harness builds or reports it in the GPU's turn.
+A build's C++ file may ask for torch's header precompiled (``harness/host_pch.py``): it is
+made here, in the background within the same bound, for the builds that follow.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 from nsight_agent.engine import process
 from nsight_agent.engine.executors.base import JobHandle
-from nsight_agent.engine.harness import ahead_record, build_plan, ext_builds
+from nsight_agent.engine.harness import ahead_record, build_plan, ext_builds, host_pch
 from nsight_agent.engine.harness.build_plan import BuildPlan, BuildTask
 from nsight_agent.engine.pipeline import CUDA_CACHE, Job, Progress
 from nsight_agent.engine.store.runs import default_runs_root
@@ -116,11 +118,16 @@ class _Building:
 class BuildsAhead:
     """Plans and runs jobs' builds before they queue (``LocalExecutor`` calls it)."""
 
-    def __init__(self, command: Command | None = None, bound: Bound | None = None) -> None:
+    def __init__(
+        self, command: Command | None = None, bound: Bound | None = None, headers: bool = True
+    ) -> None:
         self.command = command or child_command
         self.bound = bound or shared_bound()
+        self.headers = headers  # precompile the torch headers builds asked for (host_pch)
         self._jobs: dict[int, _Building] = {}
         self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._headers_started: set[Path] = set()
 
     def plan(self, job: Job) -> BuildPlan | None:
         """The builds ``job`` needs before its GPU turn; None when there are none."""
@@ -175,9 +182,24 @@ class BuildsAhead:
                 t.join()
         if cancel.is_set():
             raise RunCancelledError("The job was cancelled while its sources were built.")
+        self.precompile_headers()
+
+    def precompile_headers(self) -> None:
+        """Precompile, in the background within the bound, each torch header a build asked
+        for (``host_pch.want``) and none has made yet: later builds with those flags read it."""
+        if not self.headers:
+            return
+        with self._lock:
+            todo = [f for f in host_pch.wanted() if f not in self._headers_started]
+            self._headers_started.update(todo)
+        for folder in todo:
+            threading.Thread(
+                target=self._header, args=(folder,), name="nsight-agent-pch", daemon=True
+            ).start()
 
     def cancel_all(self) -> None:
         """Cancel every job still building (the executor is closing)."""
+        self._closing.set()
         with self._lock:
             for building in self._jobs.values():
                 building.cancel.set()
@@ -245,6 +267,29 @@ class BuildsAhead:
         except (OSError, ValueError):  # the child died before it said: the harness decides
             return None
         return found if isinstance(found, dict) else None
+
+    def _header(self, folder: Path) -> None:
+        token = self.bound.acquire(self._closing)
+        if token is None:
+            return
+        try:
+            argv = [process.python_executable(), "-m", "nsight_agent.engine.harness.host_pch"]
+            process.run_to_file(
+                [*argv, str(folder)],
+                output_path=folder / "precompile.log",
+                timeout=host_pch.BUILD_TIMEOUT_S + 60,
+                env=process.child_env(),
+                poll=self._stop_if_closing,
+                tag="pch",
+            )
+        except Exception as err:  # builds go on reading the header itself
+            logging.getLogger("nsight_agent").warning("torch header not precompiled: %s", err)
+        finally:
+            self.bound.release(token)
+
+    def _stop_if_closing(self) -> None:
+        if self._closing.is_set():
+            raise RunCancelledError("The executor was closed.")
 
     def _finish(self, handle: JobHandle, building: _Building) -> None:
         with self._lock:

@@ -170,11 +170,14 @@ class LocalExecutor(Executor):
     def warm_up(self) -> None:
         """Start what a first profile job would otherwise wait for: each GPU slot's pre-launched
         targets and its warm worker (the pre-flight), so a server's first profile is served as
-        its later ones are. Slots without a GPU keep nothing warm."""
+        its later ones are. Slots without a GPU keep nothing warm. The torch headers earlier
+        builds asked for are precompiled (``build_ahead``)."""
         with self._cond:
             self._start_slots()
             self._start_targets()
             gpu_slots = [s.device for s in self._slots if s.device != "cpu"]
+        if self._builds is not None:  # the torch headers that earlier builds asked for
+            self._builds.precompile_headers()
         if self._workers is None:
             return
         for slot in gpu_slots:

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine.harness import ahead_record
+from nsight_agent.engine.harness import ahead_record, host_pch
 
 # How long an import waits for another process's build of the same folder.
 LOCK_WAIT_S = float(os.environ.get("NSIGHT_AGENT_BUILD_WAIT_S", "900"))
@@ -154,7 +154,16 @@ def own_names(tag: str) -> Iterator[None]:
         def build(*args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
             bound.arguments["name"] = f"{bound.arguments['name']}_{tag}"
-            return fn(*bound.args, **bound.kwargs)
+            # load_inline's C++ file starts with torch's header: gcc may read it precompiled
+            header = host_pch.use(bound.arguments) if fn is saved["load_inline"] else None
+            built = fn(*bound.args, **bound.kwargs)
+            if header is not None:
+                where = bound.arguments.get("build_directory") or os.path.join(
+                    os.environ.get("TORCH_EXTENSIONS_DIR", ""), bound.arguments["name"]
+                )
+                with contextlib.suppress(Exception):  # the header is a saving, never a failure
+                    host_pch.want(header, Path(where))
+            return built
 
         return build
 
