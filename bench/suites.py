@@ -12,6 +12,8 @@ repository root with the project importable (an install, or PYTHONPATH=.).
 - ``examples``: every ``examples/NN_*.py`` in a scratch folder of its own, and the MCP demo.
 - ``adversarial``: the variants written to game ``compare_variants`` (``bench/adversarial.py``),
   both methods, each verdict against the verdicts it is allowed.
+- ``builds``: builds outside the GPU's turn (``bench/build_ahead.py``): four calls with a
+  ``load_inline`` candidate each against one alone, one build against torch's ``load_inline``.
 - ``kernelbench``: KernelBench's three adversarial kernels on both methods, then a sample of its
   problems on the timing path and diagnosed under ncu (``bench/kernelbench_sweep.py``), each row
   beside the row of the same problem and phase in the recorded sweep.
@@ -171,6 +173,15 @@ def adversarial(scratch: Path) -> dict[str, Any]:
     return {"inputs": {"phases": phases.split(",")}, "run": done, "results": found}
 
 
+def builds(scratch: Path) -> dict[str, Any]:
+    """Four calls with a load_inline candidate each against one; a build against torch's."""
+    out = scratch / "builds.json"
+    done = _run([PY, "-m", "bench.build_ahead", "--json", str(out)], 560)
+    done.pop("stdout")
+    found = json.loads(out.read_text()) if out.is_file() else {}
+    return {"inputs": {"parts": ["build", "calls"]}, "run": done, "results": found}
+
+
 def _recorded(phase: str) -> dict[tuple[int, str], dict[str, Any]]:
     """The recorded sweep's rows of one phase, by (level, problem file)."""
     if not RECORDED_SWEEP.is_file():
@@ -228,6 +239,7 @@ SUITES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "conformance": conformance,
     "examples": examples,
     "adversarial": adversarial,
+    "builds": builds,
     "kernelbench": kernelbench,
 }
 
