@@ -112,9 +112,9 @@ def new_constant() -> str:
     return f"{1.0 + (uuid.uuid4().int % 10**6) / 10**7:.7f}"
 
 
-def candidate() -> str:
+def candidate(k: str | None = None) -> str:
     shape = CPU_CANDIDATE if os.environ.get("BENCH_BUILDS_CPU") else CANDIDATE
-    return shape.replace("@K@", new_constant())
+    return shape.replace("@K@", k or new_constant())
 
 
 def measured(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -197,13 +197,14 @@ def calls_part(scratch: Path) -> dict[str, Any]:
     from nsight_agent.request import ProfileRequest
 
     def request() -> ProfileRequest:
+        k = new_constant()  # the candidate computes what the baseline does
         return ProfileRequest.model_validate(
             {
-                "source": BASELINE.replace("@K@", new_constant()),
+                "source": BASELINE.replace("@K@", k),
                 "language": "torch",
                 "variants": [
                     {"name": "base", "entry": "run"},
-                    {"name": "cand", "entry": "run", "source": candidate()},
+                    {"name": "cand", "entry": "run", "source": candidate(k)},
                 ],
                 "configs": [{"n": 1 << 20}],
                 "runs": 20,
