@@ -11,7 +11,10 @@ held: the kernel drops it when its holder dies, and whoever holds it knows that 
 ``<name>_<hash>`` (see ``own_names``), so one process can load two candidates' "fast_matmul".
 A ``load_inline`` called later than at import (inside the entry) is not redirected.
 When several sources of one call build, ``Builds.prebuild`` builds them at once, one child
-process each, before they are imported in turn (the answer says "N sources at once").
+process each, before they are imported in turn (the answer says "N sources at once"); one
+the executor built before the job queued (``ahead_record``) is found built and said so, or
+its compiler errors raised without compiling again. The C++ file of a ``load_inline`` may
+read torch's header precompiled (``host_pch``).
 """
 
 from __future__ import annotations
