@@ -36,7 +36,14 @@ def test_every_suite_is_listed_by_name(capsys) -> None:  # type: ignore[no-untyp
     assert main(["list"]) == 0
     listed = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == list(suites.SUITES)
-    assert set(listed) == {"gpu-tests", "conformance", "examples", "adversarial", "kernelbench"}
+    assert set(listed) == {
+        "gpu-tests",
+        "conformance",
+        "examples",
+        "adversarial",
+        "builds",
+        "kernelbench",
+    }
 
 
 def test_the_kernelbench_sample_names_recorded_problems() -> None:
