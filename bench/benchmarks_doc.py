@@ -30,6 +30,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "kernelbench": checks.kernelbench,
     "kernelbench-sweep": checks.kernelbench_sweep,
     "kernelbench-timing": measures.kernelbench_timing,
+    "builds": measures.builds,
     "effect-size": measures.effect_size,
     "baseline-drift": measures.baseline_drift,
     "gate": measures.gate,

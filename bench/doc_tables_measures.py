@@ -335,3 +335,28 @@ def kernelbench_timing(data: dict[str, Any]) -> list[str]:
         headers = ["level", "problem", "status", "ours", "KernelBench", "ratio", "gpu", "call"]
         blocks.append(table(headers, rows))
     return blocks
+
+
+def builds(data: dict[str, Any]) -> list[str]:
+    """One build against torch's load_inline; four calls building at once against one."""
+    blocks, found = _figures(data, "builds")
+    build, calls = found.get("build") or {}, found.get("calls") or {}
+    rows = [
+        (
+            name,
+            seconds((build.get(name) or {}).get("seconds")),
+            cell(build[name].get("ratio_to_torch")),
+        )
+        for name in ("torch_default", "ours_cold", "ours")
+        if isinstance(build.get(name), dict)
+    ]
+    if rows:
+        blocks.append(table(["one build", "seconds", "of torch's (target <= 0.7)"], rows))
+    if calls:
+        alone, four = calls.get("alone") or {}, calls.get("four_at_once") or {}
+        blocks.append(
+            f"Four calls with a load_inline candidate each: {seconds(four.get('wall_s'))} against "
+            f"{seconds(alone.get('wall_s'))} for one alone, {cell(calls.get('ratio'))}x "
+            "(target <= 1.5x)."
+        )
+    return blocks

@@ -14,6 +14,7 @@ from bench.steps import PY, script
 
 PERF_LIMITS = {"fast_loop": 420}
 PRELAUNCH_LIMITS = {"prelaunch": 420}
+BUILDS_LIMITS = {"builds": 520}
 PEER_LIMITS = {"sweep": 180, "examples": 300}
 SECTION_COSTS_LIMITS = {"sections": 360}
 RAY_LIMITS = {"pool": 420}
@@ -91,3 +92,11 @@ def ray(scratch: Path) -> dict[str, Any]:
     out = scratch / "ray_pool.json"
     argv = [PY, "-m", "bench.ray_pool", "--rounds", "3", "--json", str(out)]
     return {"inputs": {"rounds": 3}, **script(argv, RAY_LIMITS["pool"], out)}
+
+
+def builds(scratch: Path) -> dict[str, Any]:
+    """Builds outside the GPU's turn (bench/build_ahead.py): four calls with a load_inline
+    candidate each against one alone, and one build against torch's own load_inline."""
+    out = scratch / "builds.json"
+    argv = [PY, "-m", "bench.build_ahead", "--json", str(out)]
+    return {"inputs": {"parts": ["build", "calls"]}, **script(argv, BUILDS_LIMITS["builds"], out)}

@@ -45,6 +45,7 @@ SUITES: dict[str, Suite] = {
     "mcp-session": Suite(suite_tests.mcp_session, suite_tests.MCP_SESSION_LIMITS),
     "adversarial": Suite(suite_verdicts.adversarial, suite_verdicts.ADVERSARIAL_LIMITS),
     "kernelbench": Suite(suite_verdicts.kernelbench, suite_verdicts.KERNELBENCH_LIMITS),
+    "builds": Suite(suite_speed.builds, suite_speed.BUILDS_LIMITS),
     "kernelbench-timing": Suite(
         suite_verdicts.kernelbench_timing, suite_verdicts.KERNELBENCH_TIMING_LIMITS
     ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ settings.load_profile("nsight-agent")
 # own parallel workers load the CPU at random, so the runs it makes skip the probe (the gate's
 # tests give stand-in runs probes of their own, and run the probe itself).
 os.environ.setdefault(CPU_PROBE_ENV, "0")
+# Builds' precompiled torch headers go to a folder of the tests' own, not the user's cache.
+os.environ.setdefault("NSIGHT_AGENT_PCH_DIR", f"{tempfile.gettempdir()}/nsight-agent-test-pch")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SWEEP = FIXTURES / "engine" / "sweep"

@@ -23,7 +23,8 @@ def build_note(
     stage_seconds: Mapping[str, float] | None = None,
 ) -> str | None:
     """The pre-flight's builds (a candidate's own ``load_inline`` and the ``cuda`` language's
-    source): seconds each, or cached, and their share of the call's ``seconds``; with the
+    source): seconds each, or cached, and their share of the call's ``seconds`` (a build made
+    before the call queued for a GPU is said apart, outside those seconds); with the
     run's ``stage_seconds``, where the rest of the call went (the pre-flight's own seconds
     beside its builds, then each later stage)."""
     builds = list(pre.builds) if pre is not None else []
@@ -31,22 +32,28 @@ def build_note(
     if not builds and not cuda:
         return None
     names = variants_by_module(request)
-    parts = [
-        f"{', '.join(repr(n) for n in names.get(b['module'], [b['module']]))}: " + _cost(b)
-        for b in builds
-    ]
-    if cuda:
-        parts.append("the CUDA source: " + _cost(cuda))
-    alone = [b for b in [*builds, *([cuda] if cuda else [])] if not b.get("parallel")]
+    labelled = [(", ".join(map(repr, names.get(b["module"], [b["module"]]))), b) for b in builds]
+    labelled += [("the CUDA source", cuda)] if cuda else []
+    here = [(label, b) for label, b in labelled if not b.get("ahead")]
+    ahead = [(label, b) for label, b in labelled if b.get("ahead")]
+    alone = [b for _, b in here if not b.get("parallel")]
     together = [
-        float(b.get("wall") or b.get("seconds") or 0.0) for b in builds if b.get("parallel")
+        float(b.get("wall") or b.get("seconds") or 0.0) for _, b in here if b.get("parallel")
     ]
     # Sources built side by side share one wall time: counted once.
     total = sum(float(b.get("seconds") or 0.0) for b in alone) + max(together, default=0.0)
-    return (
-        f"compile: {total:.1f} s of this call's {float(seconds):.1f} s, before measuring "
-        f"and outside every measured time ({'; '.join(parts)})" + _rest(stage_seconds, total)
-    )
+    said = []
+    if here:
+        said.append(
+            f"{total:.1f} s of this call's {float(seconds):.1f} s, before measuring and outside "
+            f"every measured time ({'; '.join(f'{label}: {_cost(b)}' for label, b in here)})"
+        )
+    if ahead:
+        said.append(
+            f"built ahead, before this call queued for a GPU and holding none (not in its "
+            f"{float(seconds):.1f} s): {'; '.join(f'{label}: {_cost(b)}' for label, b in ahead)}"
+        )
+    return "compile: " + "; ".join(said) + _rest(stage_seconds, total if here else None)
 
 
 def stage_seconds_of(run_dir: Path) -> dict[str, float] | None:
@@ -55,14 +62,16 @@ def stage_seconds_of(run_dir: Path) -> dict[str, float] | None:
     return found if isinstance(found, dict) else None
 
 
-def _rest(stage_seconds: Mapping[str, float] | None, compiled: float) -> str:
+def _rest(stage_seconds: Mapping[str, float] | None, compiled: float | None) -> str:
     """ "; the rest: pre-flight 6.1 s beside the compile, ncu 18.3 s, ...": the stages of
-    0.1 s or more, the pre-flight less its builds."""
+    0.1 s or more, the pre-flight less its builds (``compiled``: None, it built nothing)."""
     if not stage_seconds:
         return ""
     parts = []
     for stage, spent in stage_seconds.items():
-        if stage == "pre-flight":
+        if stage == "pre-flight" and compiled is None:
+            parts.append(f"pre-flight {float(spent):.1f} s")
+        elif stage == "pre-flight" and compiled is not None:
             parts.append(f"pre-flight {max(0.0, float(spent) - compiled):.1f} s beside the compile")
         elif float(spent) >= 0.1:
             parts.append(f"{stage} {float(spent):.1f} s")
@@ -71,6 +80,14 @@ def _rest(stage_seconds: Mapping[str, float] | None, compiled: float) -> str:
 
 def _cost(build: dict[str, Any]) -> str:
     seconds = float(build.get("seconds") or 0.0)
+    if build.get("ahead"):
+        at_once = int(build.get("parallel") or 1)
+        waited = float(build.get("waited") or 0.0)
+        return (
+            f"compiled in {seconds:.1f} s"
+            + (f", {at_once} builds at once" if at_once > 1 else "")
+            + (f", after {waited:.1f} s waiting for a build slot" if waited >= 0.1 else "")
+        )
     if build.get("cache_hit"):
         return f"built before, loaded in {seconds:.1f} s"
     if build.get("parallel"):

@@ -9,6 +9,9 @@ only its GPU: the slot thread pins the job (``pinning.pinned``) and ``process.ch
 Fairness: a comparison (every variant and config of one request) is one job, so it always runs
 on one GPU, never split across GPUs whose clocks differ; independent jobs run in parallel.
 
+A job whose sources build a library (a candidate's ``load_inline``, the ``cuda`` language)
+builds it first, holding no slot (``build_ahead.py``), and queues once it is built.
+
 Each GPU slot can also keep pre-launched ncu targets (``worker/targets.py``; ``targets`` or
 ``NSIGHT_AGENT_TARGETS``, default 1; 0 off; docs/ARCHITECTURE.md), started at the first
 profile job, replenished after each take, killed at ``close``; a profile job's collect takes
@@ -26,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nsight_agent.engine import pinning
+from nsight_agent.engine.executors import build_ahead
 from nsight_agent.engine.executors.base import Executor, JobFunction, JobHandle
+from nsight_agent.engine.executors.build_ahead import BuildsAhead
 from nsight_agent.engine.pinning import local_slots
 from nsight_agent.engine.pipeline import Job, JobResult, Progress, Warm, run_job
 from nsight_agent.engine.worker.pool import WorkerPool
@@ -59,6 +64,8 @@ class LocalExecutor(Executor):
     ``targets``: pre-launched ncu targets per GPU slot (default ``NSIGHT_AGENT_TARGETS``, else
     1; 0 off). Only ``run_job`` uses them, and a "cpu" slot only when a number is given
     (``targets`` or the variable: a stand-in ncu that runs the target on the CPU, in tests).
+    ``builds``: what builds a job's sources before it queues (default: ``BuildsAhead`` with
+    ``run_job``, unless ``NSIGHT_AGENT_BUILD_AHEAD=0``; none with a stand-in job function).
     """
 
     name = "local"
@@ -70,6 +77,7 @@ class LocalExecutor(Executor):
         job_function: JobFunction | None = None,
         workers: WorkerPool | None = None,
         targets: int | None = None,
+        builds: BuildsAhead | None = None,
     ) -> None:
         self._devices = list(slots) if slots is not None else None
         self._workers = workers
@@ -78,6 +86,8 @@ class LocalExecutor(Executor):
         self._target_count = configured_count() if targets is None else max(0, targets)
         self._targets_on_cpu = targets is not None or COUNT_ENV in os.environ
         self._targets_wanted = job_function is None
+        wanted = job_function is None and build_ahead.enabled()
+        self._builds = builds if builds is not None else (BuildsAhead() if wanted else None)
         self._pools: dict[str, TargetPool] = {}
         self._queue: collections.deque[_Queued] = collections.deque()
         self._cond = threading.Condition()
@@ -97,6 +107,23 @@ class LocalExecutor(Executor):
         on_progress: Progress | None = None,
     ) -> JobHandle:
         handle = JobHandle(job, cancel, on_cancel=self._drop_if_queued)
+        plan = self._builds.plan(job) if self._builds is not None else None
+        if plan is not None and self._builds is not None:  # queued once its sources are built
+            with self._cond:
+                if self._closed:
+                    raise RuntimeError("the executor is closed")
+                self._start_slots()
+                if job.mode == "profile":
+                    self._start_targets()  # they start while it builds
+            self._builds.start(
+                handle, plan, on_progress, lambda: self._queue_job(handle, on_progress)
+            )
+            return handle
+        self._queue_job(handle, on_progress)
+        return handle
+
+    def _queue_job(self, handle: JobHandle, on_progress: Progress | None) -> None:
+        job = handle.job
         with self._cond:
             if self._closed:
                 raise RuntimeError("the executor is closed")
@@ -109,7 +136,6 @@ class LocalExecutor(Executor):
             self._cond.notify()
         if ahead >= total and on_progress is not None:
             on_progress(0, 1, f"queued: {ahead} job(s) ahead for {total} GPU slot(s)")
-        return handle
 
     def pool_info(self) -> dict[str, Any]:
         with self._cond:
@@ -132,6 +158,7 @@ class LocalExecutor(Executor):
                 "gpus": sum(1 for s in self._slots if s.device != "cpu"),
                 "running": sum(1 for s in self._slots if s.job is not None),
                 "queued": len(self._queue),
+                **({"building": self._builds.info()} if self._builds is not None else {}),
             }
 
     def start_targets(self) -> None:
@@ -143,11 +170,14 @@ class LocalExecutor(Executor):
     def warm_up(self) -> None:
         """Start what a first profile job would otherwise wait for: each GPU slot's pre-launched
         targets and its warm worker (the pre-flight), so a server's first profile is served as
-        its later ones are. Slots without a GPU keep nothing warm."""
+        its later ones are. Slots without a GPU keep nothing warm. The torch headers earlier
+        builds asked for are precompiled (``build_ahead``)."""
         with self._cond:
             self._start_slots()
             self._start_targets()
             gpu_slots = [s.device for s in self._slots if s.device != "cpu"]
+        if self._builds is not None:  # the torch headers that earlier builds asked for
+            self._builds.precompile_headers()
         if self._workers is None:
             return
         for slot in gpu_slots:
@@ -171,6 +201,8 @@ class LocalExecutor(Executor):
             self._queue.clear()
             self._cond.notify_all()
             pools = list(self._pools.values())
+        if self._builds is not None:  # jobs still building end cancelled, their builds killed
+            self._builds.cancel_all()
         for q in dropped:
             q.handle.future.set_exception(RunCancelledError("The executor was closed."))
         for pool in pools:  # the waiting targets; a running job kills the one it took

@@ -10,6 +10,7 @@ and device code, so errors surface with their line, without building the library
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from nsight_agent.engine import process
-from nsight_agent.engine.harness import ext_builds
+from nsight_agent.engine.harness import ahead_record, ext_builds
 
 # load_inline puts these three lines above the CUDA source; our nvcc check does the same, so
 # a compiler line number minus HEADER_LINES is the line in the user's source.
@@ -53,6 +54,16 @@ class BuildInfo:
     seconds: float
     cache_hit: bool
     functions: list[str]
+    ahead: bool = False  # built before the job queued for a GPU (``ahead_record``)
+    parallel: int | None = None  # ahead: builds of the machine running when it started
+    waited: float | None = None  # ahead: seconds it waited for a build slot
+
+    def built_ahead(self, record: dict[str, Any] | None) -> BuildInfo:
+        """This cache hit as the build made ahead of the GPU queue, when one made it."""
+        if self.cache_hit and record is not None and ahead_record.built(record):
+            self.cache_hit, self.ahead, self.seconds = False, True, float(record["seconds"])
+            self.parallel, self.waited = record.get("at_once"), record.get("waited")
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +96,7 @@ def build(
     name = f"nsa_cuda_{key[:16]}"
     build_dir = cache_root / key
     start = time.monotonic()
+    ahead = _ahead(build_dir)
     # Our lock breaks a baton left by a killed build; only the present GPU's arch is built.
     try:
         with ext_builds.build_lock(build_dir), ext_builds.env_set(ext_builds.arch_env()):
@@ -92,10 +104,9 @@ def build(
             module = load_inline(  # type: ignore[no-untyped-call]
                 name=name,
                 cpp_sources=[""],
-                cuda_sources=[source + bindings(functions)],
-                extra_cuda_cflags=list(flags),
                 build_directory=str(build_dir),
                 verbose=False,
+                **cuda_file(source + bindings(functions), flags, load_inline),
             )
     except ext_builds.BuildLockTimeout:
         raise
@@ -106,7 +117,29 @@ def build(
     info = BuildInfo(
         key, str(build_dir), "load_inline", time.monotonic() - start, hit, [*functions]
     )
-    return module, info
+    return module, info.built_ahead(ahead)
+
+
+def cuda_file(code: str, flags: Sequence[str], load_inline: Any) -> dict[str, Any]:
+    """load_inline's CUDA arguments. The bindings include torch/extension.h in the .cu file,
+    so its C++ file needs nothing: where torch can leave out the headers it adds, the C++ file
+    is empty (a compile of torch's headers less, about 20 s of CPU) and the .cu file gets
+    the same three lines torch would put above it (the same text, so the same library)."""
+    if "no_implicit_headers" in inspect.signature(load_inline).parameters:
+        return {
+            "cuda_sources": [HEADER + code],
+            "extra_cuda_cflags": list(flags),
+            "no_implicit_headers": True,
+        }
+    return {"cuda_sources": [code], "extra_cuda_cflags": list(flags)}
+
+
+def _ahead(build_dir: Path) -> dict[str, Any] | None:
+    """The record of a build made ahead in ``build_dir``; its compile errors raised."""
+    record = ahead_record.read(build_dir)
+    if ahead_record.failure(record) is not None and record is not None:
+        raise CompileError(str(record["error"]), record.get("line"), str(record.get("log", "")))
+    return record
 
 
 def find_nvcc() -> str | None:
@@ -142,8 +175,10 @@ def check_compile(
     build_dir = cache_root / key
     build_dir.mkdir(parents=True, exist_ok=True)
     marker = build_dir / "nvcc-check.ok"
+    ahead = _ahead(build_dir)
     if marker.exists():
-        return BuildInfo(key, str(build_dir), "nvcc-check", 0.0, True, [*functions])
+        info = BuildInfo(key, str(build_dir), "nvcc-check", 0.0, True, [*functions])
+        return info.built_ahead(ahead)
     cu = build_dir / "check.cu"
     cu.write_text(HEADER + source + bindings(functions))
     includes = [*include_paths(), sysconfig.get_paths()["include"]]

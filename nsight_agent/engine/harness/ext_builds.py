@@ -11,7 +11,10 @@ held: the kernel drops it when its holder dies, and whoever holds it knows that 
 ``<name>_<hash>`` (see ``own_names``), so one process can load two candidates' "fast_matmul".
 A ``load_inline`` called later than at import (inside the entry) is not redirected.
 When several sources of one call build, ``Builds.prebuild`` builds them at once, one child
-process each, before they are imported in turn (the answer says "N sources at once").
+process each, before they are imported in turn (the answer says "N sources at once"); one
+the executor built before the job queued (``ahead_record``) is found built and said so, or
+its compiler errors raised without compiling again. The C++ file of a ``load_inline`` may
+read torch's header precompiled (``host_pch``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from nsight_agent.engine.harness import ahead_record, host_pch
 
 # How long an import waits for another process's build of the same folder.
 LOCK_WAIT_S = float(os.environ.get("NSIGHT_AGENT_BUILD_WAIT_S", "900"))
@@ -152,7 +157,16 @@ def own_names(tag: str) -> Iterator[None]:
         def build(*args: Any, **kwargs: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
             bound.arguments["name"] = f"{bound.arguments['name']}_{tag}"
-            return fn(*bound.args, **bound.kwargs)
+            # load_inline's C++ file starts with torch's header: gcc may read it precompiled
+            header = host_pch.use(bound.arguments) if fn is saved["load_inline"] else None
+            built = fn(*bound.args, **bound.kwargs)
+            if header is not None:
+                where = bound.arguments.get("build_directory") or os.path.join(
+                    os.environ.get("TORCH_EXTENSIONS_DIR", ""), bound.arguments["name"]
+                )
+                with contextlib.suppress(Exception):  # the header is a saving, never a failure
+                    host_pch.want(header, Path(where))
+            return built
 
         return build
 
@@ -184,6 +198,8 @@ class SourceBuild:
     arch: str | None = None
     parallel: int | None = None  # built in a child beside this many sources' (Builds.prebuild)
     wall: float | None = None  # the wall time of those builds together
+    ahead: bool = False  # built before the job queued for a GPU (``ahead_record``)
+    waited: float | None = None  # ahead: seconds it waited for a build slot of the machine
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -243,7 +259,7 @@ class Builds:
             text = Path(path).read_text(errors="replace")
             folder = folder_for(self.root, text)
             # A CUDA build this machine cannot make is left to its import, which says why.
-            built = (folder / MARKER).is_file()
+            built = (folder / MARKER).is_file() or ahead_record.read(folder) is not None
             if builds_extensions(text) and not built and cuda_build_impossible(text) is None:
                 todo.setdefault(str(folder), (module, Path(path)))
         if len(todo) < 2:
@@ -294,7 +310,8 @@ class Builds:
         impossible = cuda_build_impossible(source)
         if impossible is not None:
             raise RuntimeError(f"the torch extension cannot be built here: {impossible}")
-        failed = self.failed.get(str(folder_for(self.root, source)))
+        ahead = ahead_record.read(folder_for(self.root, source))  # built before the GPU's turn
+        failed = self.failed.get(str(folder_for(self.root, source))) or ahead_record.failure(ahead)
         if failed is not None:  # its child's build failed: not compiled a second time
             raise RuntimeError(f"the torch extension did not compile: {failed}")
         with source_builds(self.root, source, module) as record:
@@ -307,7 +324,11 @@ class Builds:
                     f"the torch extension did not compile: {compile_message(str(err))}"
                 ) from None
         built = self.prebuilt.get(record.folder)
-        if built is not None and record.cache_hit:  # compiled by this call's child, in parallel
+        if ahead_record.built(ahead) and record.cache_hit and ahead is not None:
+            record.compiled, record.cache_hit = list(ahead.get("compiled") or []), False
+            record.seconds, record.ahead = float(ahead["seconds"]), True
+            record.parallel, record.waited = ahead.get("at_once"), ahead.get("waited")
+        elif built is not None and record.cache_hit:  # compiled by this call's child, in parallel
             record.compiled, record.cache_hit = list(built.get("compiled") or []), False
             record.seconds += float(built["seconds"])
             record.parallel, record.wall = int(built["parallel"]), float(built["wall"])

@@ -34,7 +34,7 @@ def built(
     key = (source, functions, str(cache))
     if key in _LOADED:
         ext, info = _LOADED[key]
-        return ext, replace(info, seconds=0.0, cache_hit=True)
+        return ext, replace(info, seconds=0.0, cache_hit=True, ahead=False)
     ext, info = cuda_build.build(source, list(functions), cache)
     if len(_LOADED) >= LOADED_LIMIT:
         _LOADED.pop(next(iter(_LOADED)))
