@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from nsight_agent.engine import pipeline
-from nsight_agent.request import ProfileRequest, Variant
+from nsight_agent.request import TIME_METRIC, ProfileRequest, Variant
 
 pytestmark = pytest.mark.gpu
 
@@ -56,7 +56,8 @@ def test_triton_kernel(tmp_path: Path) -> None:
     result = pipeline.profile(req, runs_root=tmp_path)
     assert result.kernels["triton"] == ["add_kernel"]
     assert_only_user_kernels(result)
-    assert (result.processed["NumRuns"] == 3).all()
+    timed = result.processed[result.processed["Metric"] == TIME_METRIC]
+    assert (timed["NumRuns"] == 3).all()  # the per-call rows beside them count the timed calls
     assert result.artifacts["report"].is_file()
     again = pipeline.load_run(result.run_id, runs_root=tmp_path)
     assert again.kernels == result.kernels and again.checks == result.checks
@@ -120,7 +121,8 @@ def test_wrong_variant_is_profiled_but_flagged(tmp_path: Path) -> None:
     )
     result = pipeline.profile(req, runs_root=tmp_path)
     assert result.ok("torch", 0) and not result.ok("bad", 0)
-    rows = result.processed.set_index("Annotation")["OutputOK"]
+    timed = result.processed[result.processed["Metric"] == TIME_METRIC]
+    rows = timed.set_index("Annotation")["OutputOK"]
     assert bool(rows["torch"]) and not bool(rows["bad"])
     assert any("'bad' is WRONG" in w for w in result.warnings)
 
