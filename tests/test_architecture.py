@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "numbers": 0,
     "device_facts": 0,
     "wording": 0,
+    "stages": 0,
     "engine": 1,
     "catalog": 2,
     "diagnose": 2,

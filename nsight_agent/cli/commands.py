@@ -9,10 +9,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nsight_agent.cli.output as output
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.stages import VALIDATION
+
+if TYPE_CHECKING:
+    from nsight_agent.service.measure import Method
 
 
 def _value(text: str) -> Any:
@@ -194,6 +198,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "timeout_s": args.timeout,
         }
         with output.progress(f"diagnosing {path.name} under ncu") as progress:
+            progress(0, 0, VALIDATION)
             where = Measuring(on_progress=progress)
             d = diagnose.diagnose_source(
                 fields,
@@ -322,17 +327,16 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
     return 0
 
 
-def measure_source(method: str, stage: str, **fields: Any) -> Any:
+def measure_source(method: Method, stage: str, **fields: Any) -> Any:
     """The request of ``fields`` under ncu, or (``--method timing``) timed on a warm worker
     started for this command; a spinner on stderr says which while it runs."""
     from nsight_agent.service import profile
     from nsight_agent.service.measure import Measuring
 
-    if method == "timing":
-        with output.progress(f"{stage}: timing (warm worker, no ncu)"):
-            return profile.profile(Measuring(), "timing", **fields)
-    with output.progress(f"{stage} under ncu") as progress:
-        return profile.profile(Measuring(on_progress=progress), "ncu", **fields)
+    how = ": timing (warm worker, no ncu)" if method == "timing" else " under ncu"
+    with output.progress(f"{stage}{how}") as progress:
+        progress(0, 0, VALIDATION)
+        return profile.profile(Measuring(on_progress=progress), method, **fields)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

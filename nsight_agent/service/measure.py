@@ -85,9 +85,17 @@ def _time(request: ProfileRequest, where: Measuring) -> RunResult:
         )
     executor = where.executor
     if executor is not None and executor.runs_timing:
-        return executor.time(request, runs_root=where.runs_root, cancel=where.cancel)
+        return executor.time(
+            request, runs_root=where.runs_root, cancel=where.cancel, on_progress=where.on_progress
+        )
     with _workers(where.workers) as pool:
-        return pipeline.time_request(request, pool, runs_root=where.runs_root, cancel=where.cancel)
+        return pipeline.time_request(
+            request,
+            pool,
+            runs_root=where.runs_root,
+            cancel=where.cancel,
+            on_progress=where.on_progress,
+        )
 
 
 @contextlib.contextmanager

@@ -137,10 +137,12 @@ class Executor(ABC):
         *,
         runs_root: Path | None = None,
         cancel: threading.Event | None = None,
+        on_progress: Progress | None = None,
     ) -> RunResult:
         """The timing path as a job: queued for a GPU like the ncu jobs, so the two never
         measure on one GPU at once (ncu's replay and clock locking would skew the timing)."""
-        result = self.run(Job(request, runs_root, mode="timing"), cancel=cancel)
+        job = Job(request, runs_root, mode="timing")
+        result = self.run(job, cancel=cancel, on_progress=on_progress)
         assert isinstance(result, RunResult)
         return result
 
