@@ -8,58 +8,16 @@ waited for another process."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
-from nsight_agent.engine.store.facts import RunFacts
-from nsight_agent.engine.store.records import RunFiles
-from nsight_agent.engine.worker.timing_result import summarize
 from nsight_agent.judge import gate, gate_reason
 from nsight_agent.judge.run_diff import diff_runs
-from nsight_agent.request import TIME_METRIC, ProfileRequest
+from tests.sampled_runs import PROBE_NS, sampled
 
-SOURCE = "import torch\n\ndef setup(n, device='cpu'):\n    return (torch.ones(n),)\n\ndef run(x):\n    return x * 2\n"
 QUIET_US = 190.0
-PROBE_NS = 92_000.0
-
-
-@dataclass
-class SampledRun:
-    """A timing run made of given samples: what the judge reads of a run, nothing else."""
-
-    run_id: str
-    run_dir: Path
-    request: ProfileRequest
-    processed: pd.DataFrame
-    facts: RunFacts
-    raw: pd.DataFrame = field(default_factory=pd.DataFrame)
-    checks: list[Any] = field(default_factory=list)
-    kernels: dict[str, list[str]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    artifacts: dict[str, Path] = field(default_factory=dict)
-    seconds: float = 1.0
-    preflight: None = None
-    dropped: dict[str, Any] = field(default_factory=dict)
-    suspects: list[Any] = field(default_factory=list)
-
-    @property
-    def files(self) -> RunFiles:
-        return RunFiles.in_folder(self.run_dir)
-
-
-def sampled(tmp: Path, run_id: str, samples_us: list[float], probe_ns: float) -> SampledRun:
-    row = {"Annotation": "run", "Metric": TIME_METRIC, "n": 1000}
-    row |= summarize([s * 1e3 for s in samples_us], 1.5)
-    row |= {"Unit": "ns", "Method": "perf_counter", "GPU": None, "Host": "h", "OutputOK": True}
-    folder = tmp / run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    request = ProfileRequest(source=SOURCE, language="torch", configs=[{"n": 1000}], runs=5)
-    facts = RunFacts(method="perf_counter", cpu_probe_ns=[probe_ns, probe_ns, probe_ns])
-    return SampledRun(run_id, folder, request, pd.DataFrame([row]), facts)
 
 
 def quiet(rng: random.Random, n: int = 200, at: float = QUIET_US) -> list[float]:

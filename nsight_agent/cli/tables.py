@@ -21,7 +21,7 @@ from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
 from nsight_agent.views.report import ReportSummary
 from nsight_agent.views.runs import ProfileSummary
-from nsight_agent.views.text import kernels_text, readable, roofline_line, step_lines
+from nsight_agent.views.text import kernels_text, label, readable, roofline_line, step_lines
 
 VERDICT_STYLE = {
     "faster": "bold green",
@@ -35,6 +35,7 @@ VERDICT_STYLE = {
     "timeout": "red",
     "no_data": "red",
     "mixed": "yellow",
+    "emulated": "magenta",
 }
 STATUS_STYLE = {"passed": "green", "running": "cyan"}
 
@@ -168,7 +169,7 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
             table.add_row(
                 _cfg(c.config) if i == 0 else "",
                 name,
-                readable(v.time, s.unit),
+                readable(v.time, s.unit) + (f" ({label(v.emulated)})" if v.emulated else ""),
                 _pct(v.rsd_pct),
                 f"x{v.speedup:.3g}" if v.speedup is not None else "",
                 Text(v.verdict, style=VERDICT_STYLE.get(v.verdict, "")),
@@ -186,7 +187,7 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
             ),
             None,
         )
-        bad = o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect")
+        bad = o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect", "emulated")
         overall.add_row(
             name,
             f"x{o.geomean_speedup:.4g}" if o.geomean_speedup is not None else "",
@@ -214,6 +215,7 @@ def profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) ->
         for metric, st in r.stats.items():
             unit = s.units.get(metric)
             output = "" if r.correct is None else ("ok" if r.correct else "WRONG")
+            output += f" ({label(r.emulated)})" if r.emulated else ""
             row: list[Any] = [r.variant or ""] if variants else []
             row += [
                 _cfg(r.config),

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from nsight_agent.judge import gate, gate_reason
 from nsight_agent.judge.comparability import RunIdentity, comparability, identity, pick_variant
 from nsight_agent.judge.comparison import min_effect_of
+from nsight_agent.judge.emulated import emulator, label
 from nsight_agent.judge.run import (
     RunLike,
     checks_by,
@@ -149,6 +150,8 @@ def diff_runs(
         if base.source_hash == cand.source_hash
         else f"source changed: {base.source_hash} -> {cand.source_hash}"
     ]
+    emulators = map(emulator, variant_rows(cand_run, cv, metric).values())
+    notes += list(dict.fromkeys(label(e) for e in emulators if e))
     out = RunDiff(
         comparable=not reasons,
         baseline=base,

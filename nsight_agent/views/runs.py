@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from nsight_agent.judge.emulated import emulator
 from nsight_agent.judge.run import (
     CPU_TIMER,
     STABLE_RSD_PCT,
@@ -49,6 +50,7 @@ class ConfigResult(BaseModel):
         default=None, description="Set when it differs from the run's kernels list"
     )
     correct: bool | None = Field(default=None, description="Output check against the baseline")
+    emulated: str | None = Field(default=None, description="Ran under it: not a kernel time")
 
 
 class ProfileSummary(BaseModel):
@@ -133,6 +135,7 @@ def profile_summary(
                 stats={},
                 kernel=kernel if kernel and kernel not in kernels_listed else None,
                 correct=None if check is None else bool(check.ok),
+                emulated=emulator(row),
             )
             groups[key] = entry
         entry.stats[str(row["Metric"])] = _stat(row)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import nsight_agent.stages as stages
-from nsight_agent.engine.harness import sources
+from nsight_agent.engine.harness import emulation, sources
 from nsight_agent.engine.harness.languages import adapter_for, kernelbench
 from nsight_agent.engine.harness.spec import Spec, read_spec
 from nsight_agent.engine.harness.verdicts import Verdicts
@@ -46,9 +46,10 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
         loaded = sources.load(spec, run_dir, device, opts.skip)
         timing.GUARD[:] = [loaded.guard]
         blamed: list[Suspect] = []  # replacements made in the trials' calls
+        entries, emulated = emulation.watched(loaded.entries)
         result = timing.time_variants(
             loaded.setup,
-            loaded.entries,
+            entries,
             spec["configs"],
             baseline=spec["baseline"],
             device=device,
@@ -56,6 +57,7 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
             after_config=_trials(spec, loaded, device, blamed) if spec["trials"] else None,
         )
         result.suspects += blamed
+        emulation.label_rows(result.rows, emulated)
         note = loaded.import_note()
         if note:
             result.notes.append(f"the source {note}")
