@@ -129,7 +129,8 @@ def comparability(
         slow, unknown = gate.machine_speed(base_run.facts.cpu_probe_ns, cand_run.facts.cpu_probe_ns)
         reasons += [slow] if slow else []
         unverified += [unknown] if unknown else []
-    same("emulation", _emulation(base_run, base.variant), _emulation(cand_run, cand.variant))
+    emulation = (_emulation(base_run, base.variant), _emulation(cand_run, cand.variant))
+    same("emulation", *emulation, needed=False)
     same("clock control", base.clock_control, cand.clock_control)
     same("cache control", base.cache_control, cand.cache_control)
     on_gpu = base.gpu != "cpu" or cand.gpu != "cpu"
