@@ -49,13 +49,17 @@ def sampled(
     samples_us: list[float] | dict[str, list[float]],
     probe_ns: float = PROBE_NS,
     emulated: dict[str, str] | None = None,
+    second: list[float] | None = None,
 ) -> SampledRun:
-    """A run of one config (n=1000) whose variants (the first is the baseline; a list alone
-    is variant "run") took ``samples_us``; ``emulated``: the emulator of some of them."""
+    """A run of config n=1000 whose variants (the first is the baseline; a list alone is
+    variant "run") took ``samples_us``; ``emulated``: the emulator of some of them;
+    ``second``: variant "run"'s samples at a second config, n=2000."""
     by_variant = samples_us if isinstance(samples_us, dict) else {"run": samples_us}
+    sets = [(1000, name, samples) for name, samples in by_variant.items()]
+    sets += [(2000, "run", second)] if second is not None else []
     rows = []
-    for name, samples in by_variant.items():
-        row: dict[str, Any] = {"Annotation": name, "Metric": TIME_METRIC, "n": 1000}
+    for n, name, samples in sets:
+        row: dict[str, Any] = {"Annotation": name, "Metric": TIME_METRIC, "n": n}
         row |= summarize([s * 1e3 for s in samples], 1.5)
         row |= {"Unit": "ns", "Method": "perf_counter", "GPU": None, "Host": "h"}
         row |= {"OutputOK": True, "Emulated": (emulated or {}).get(name)}
@@ -63,8 +67,9 @@ def sampled(
     folder = tmp / run_id
     folder.mkdir(parents=True, exist_ok=True)
     variants = [Variant(name=n, entry="run") for n in by_variant] if len(by_variant) > 1 else []
+    configs = [{"n": n} for n in dict.fromkeys(n for n, _, _ in sets)]
     request = ProfileRequest(
-        source=SOURCE, language="torch", configs=[{"n": 1000}], runs=5, variants=variants
+        source=SOURCE, language="torch", configs=configs, runs=5, variants=variants
     )
     facts = RunFacts(method="perf_counter", cpu_probe_ns=[probe_ns, probe_ns, probe_ns])
     return SampledRun(run_id, folder, request, pd.DataFrame(rows), facts)

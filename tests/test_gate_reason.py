@@ -71,6 +71,27 @@ def test_the_rule_that_refuses_them_reads_the_fastest_call(tmp_path: Path) -> No
     assert "fastest call (185 us)" in (d.reasons or [""])[0], d.reasons
 
 
+def test_one_config_really_slower_keeps_the_regression_beside_one_that_waited(
+    tmp_path: Path,
+) -> None:
+    """Config n=1000 only waited (its fastest call matches), n=2000 does twice the work: the
+    gate does not refuse the pair on the first; the second is a regression."""
+    rng = random.Random(5)
+    b = sampled(tmp_path, "20261206-000000-base00000001", quiet(rng), second=quiet(rng))
+    waited = [QUIET_US * 2.06 * rng.lognormvariate(0, 0.05) for _ in range(199)] + [185.0]
+    doubled = [2.2 * s for s in quiet(rng)]
+    c = sampled(tmp_path, "20261206-000001-cand00000001", waited, PROBE_NS * 1.28, second=doubled)
+    d = diff_runs(b, c, name="main")
+    assert d.comparable and d.regression is True
+    assert [x.verdict for x in d.configs] == ["slower", "slower"]
+    alone = sampled(tmp_path, "20261206-000002-cand00000002", waited, PROBE_NS, second=quiet(rng))
+    refused = diff_runs(b, alone, name="main")
+    assert (
+        not refused.comparable
+        and "config #0: this run's fastest call" in (refused.reasons or [""])[0]
+    )
+
+
 def test_code_doing_more_work_is_still_a_regression_under_the_same_load(tmp_path: Path) -> None:
     rng = random.Random(2)
     base = quiet(rng)

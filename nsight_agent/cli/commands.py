@@ -9,14 +9,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import nsight_agent.cli.output as output
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.stages import VALIDATION
-
-if TYPE_CHECKING:
-    from nsight_agent.service.measure import Method
 
 
 def _value(text: str) -> Any:
@@ -327,16 +324,17 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
     return 0
 
 
-def measure_source(method: Method, stage: str, **fields: Any) -> Any:
+def measure_source(method: str, stage: str, **fields: Any) -> Any:
     """The request of ``fields`` under ncu, or (``--method timing``) timed on a warm worker
-    started for this command; a spinner on stderr says which while it runs."""
+    started for this command; its stages on stderr (a spinner, or lines in a pipe)."""
     from nsight_agent.service import profile
     from nsight_agent.service.measure import Measuring
 
     how = ": timing (warm worker, no ncu)" if method == "timing" else " under ncu"
-    with output.progress(f"{stage}{how}") as progress:
+    with output.progress(stage + how) as progress:
         progress(0, 0, VALIDATION)
-        return profile.profile(Measuring(on_progress=progress), method, **fields)
+        where = Measuring(on_progress=progress)
+        return profile.profile(where, "timing" if method == "timing" else "ncu", **fields)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

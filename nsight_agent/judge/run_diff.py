@@ -170,7 +170,12 @@ def diff_runs(
             rows = [
                 variant_rows(r, v, metric).values() for r, v in ((base_run, bv), (cand_run, cv))
             ]
-            reasons += waited
+            # refused only when every regressing config is the machine's: one whose fastest
+            # call is slower too is a regression whatever the others show
+            regressing = [
+                c for c in out.configs if gate.regressed(c.verdict, c.speedup, threshold_pct)
+            ]
+            reasons += waited if len(waited) == len(regressing) else []
             reasons += [why] if (why := gate.noisier(list(rows[0]), list(rows[1]))) else []
     if reasons:
         out.comparable, out.reasons, out.configs, out.overall, out.regression = (
@@ -238,7 +243,8 @@ def _verdicts(out: RunDiff, base_run: RunLike, cand_run: RunLike, metric: str) -
             threshold_pct=out.threshold_pct,
             check=entry.check,
         )
-        if cpu and entry.verdict == "slower" and key in c_rows:
+        regressed = gate.regressed(entry.verdict, entry.speedup, out.threshold_pct)
+        if cpu and regressed and entry.verdict == "slower" and key in c_rows:
             why = gate.machine_waited(b, c_rows[key], f"config #{idx}", out.unit)
             waited += [why] if why else []
         verdicts.append(entry.verdict)
