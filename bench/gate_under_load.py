@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import csv
 import json
 import multiprocessing
 import os
@@ -95,6 +96,18 @@ def checks(src: Path, root: Path, n: int, label: str) -> list[dict[str, Any]]:
     return out
 
 
+def baseline_facts(run_dir: Path) -> dict[str, Any]:
+    """The baseline run's median time and CPU speed probes (us), from its result files."""
+    facts = json.loads((run_dir / "result.json").read_text()).get("facts", {})
+    with open(run_dir / "processed.csv", newline="") as f:
+        first = next(csv.DictReader(f), {})
+    median = float(first["MedianValue"]) if first.get("MedianValue") else None
+    return {
+        "median_us": round(median / 1e3, 1) if median else None,
+        "cpu_probe_us": [round(p / 1e3, 1) for p in facts.get("cpu_probe_ns", [])],
+    }
+
+
 def codes(entries: list[dict[str, Any]]) -> dict[str, int]:
     return {str(k): v for k, v in sorted(collections.Counter(e["code"] for e in entries).items())}
 
@@ -118,6 +131,8 @@ def main() -> int:
             return 1
         run_id = json.loads(p.stdout)["run_id"]
         cli("baseline", "set", "main", run_id, root=root).check_returncode()
+        baseline = baseline_facts(root / run_id)
+        loads = [os.getloadavg()[0]]
         stop = multiprocessing.Event()
         hogs = [multiprocessing.Process(target=hog, args=(stop,)) for _ in range(args.hogs)]
         for h in hogs:
@@ -129,6 +144,7 @@ def main() -> int:
             stop.set()
             for h in hogs:
                 h.join()
+        loads.append(os.getloadavg()[0])
         time.sleep(2)  # the hogs gone
         quiet = checks(same, root, args.quiet_checks, "quiet, unchanged")
         quiet_doubled = checks(doubled, root, 1, "quiet, doubled")
@@ -147,6 +163,10 @@ def main() -> int:
             "config": CONFIG,
             "command": "nsight-agent check SOURCE --baseline main --json",
         },
+        # what the baseline met: its median and speed probes (a loaded machine shows in both),
+        # and the 1-minute load average before and after the loaded checks
+        "baseline": baseline,
+        "load_average_1min": [round(x, 2) for x in loads],
         "exit_codes": summary,
         "never_exit_1_unchanged_under_load": "1" not in summary["unchanged_under_load"],
         "checks": {
