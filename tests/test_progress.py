@@ -174,3 +174,30 @@ async def test_mcp_progress_notifications_carry_the_stages(tmp_path: Path) -> No
     runs = [(d, t) for d, t, m in said if (m or "").startswith("config ")]
     assert runs and all(t is None for _, t in runs)  # the adaptive count is not known before
     assert [d for d, _, _ in said] == sorted(d for d, _, _ in said)  # the value never goes back
+
+
+@pytest.mark.gpu
+def test_the_ncu_path_and_a_cuda_build_say_their_stages_in_a_pipe(tmp_path: Path) -> None:
+    """On a GPU with ncu: the profiled program's "config i of n: run j of m, VARIANT" lines
+    with the calls done, the collect stages; a CUDA source's compile stage before its
+    pre-flight."""
+    argv = ["compare", str(SOFTMAX), "--language", "torch", "--variant", "torch=run"]
+    argv += ["--variant", "manual=manual_softmax", "--config", "rows=256", "cols=256"]
+    p = _cli(*argv, "--config", "rows=512", "cols=256", "--runs", "3", root=tmp_path)
+    assert p.returncode == 0, p.stderr
+    _in_order(
+        p.stderr,
+        [
+            "] validation:",
+            "] pre-flight: running the harness once without the profiler",
+            "] collect: profiling under ncu",
+            "] config ",  # "config i of 2: run j of 3, VARIANT (k/12 calls)"
+            "] collect: reading the report",
+        ],
+    )
+    cuda = ROOT / "examples" / "contract" / "cuda_vector_add.py"
+    argv = ["compare", str(cuda), "--language", "cuda", "--method", "timing"]
+    argv += ["--variant", "torch=reference", "--variant", "cuda=run", "--config", "n=4096"]
+    built = _cli(*argv, root=tmp_path)
+    assert built.returncode == 0, built.stderr
+    _in_order(built.stderr, ["] validation:", "] compile: ", "] pre-flight:", "] timing: "])

@@ -29,7 +29,7 @@ class PlainLines:
 
     def feed(self, now: float, done: int, total: int, message: str) -> list[Line]:
         """Lines for an event at ``now`` (seconds since the start), each with its time."""
-        text = message + (f" ({done}/{total} calls)" if total else "")
+        text = message + (f" ({done}/{total} calls)" if total and done else "")
         if text == self._last:
             return []
         stage = stage_of(message)
