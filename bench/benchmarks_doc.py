@@ -34,6 +34,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "effect-size": measures.effect_size,
     "baseline-drift": measures.baseline_drift,
     "gate": measures.gate,
+    "gate-under-load": measures.gate_under_load,
     "perf": measures.perf,
     "prelaunch": measures.prelaunch,
     "peer": measures.peer,

@@ -360,3 +360,21 @@ def builds(data: dict[str, Any]) -> list[str]:
             "(target <= 1.5x)."
         )
     return blocks
+
+
+def gate_under_load(data: dict[str, Any]) -> list[str]:
+    """The exit codes each kind of check gave, and whether an unchanged source ever failed."""
+    codes = data.get("exit_codes") or {}
+    rows = [
+        (kind, ", ".join(f"exit {c}: {n}" for c, n in sorted(seen.items())))
+        for kind, seen in codes.items()
+    ]
+    never = data.get("never_exit_1_unchanged_under_load")
+    load = data.get("load_average_1min")
+    blocks = [
+        f"An unchanged source under load never exited 1: {never}. "
+        f"Load average (1 min) during the checks: {load}."
+    ]
+    if rows:
+        blocks.append(table(["checks", "exit codes"], rows))
+    return blocks

@@ -64,6 +64,9 @@ RECORDED = {
     "kernelbench-sweep": "KernelBench's problems, every level on the timing path and samples "
     "diagnosed, read as a step and under torch.compile (bench/kernelbench_sweep.py, one phase "
     "or shard a command, merged with --merge --results bench/results).",
+    "gate-under-load": "nsight-agent check of an unchanged CPU source against its own baseline "
+    "beside busy processes and on a quiet machine, and of one doing twice the work "
+    "(bench/gate_under_load.py --results bench/results, run on any machine).",
 }
 RESULTS_SHAPE = "bench/results/{suite}/<date>-<gpu>-<commit>.json"
 

@@ -35,3 +35,14 @@ def scalar(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)
+
+
+def time_text(value: float | None, unit: str | None) -> str:
+    """A time as people read it: "1.176 ms", "493.4 us" from ns; other units as they are."""
+    if value is None:
+        return "-"
+    if unit == "ns":
+        for scale, name in ((1e6, "ms"), (1e3, "us")):
+            if abs(value) >= scale:
+                return f"{value / scale:.4g} {name}"
+    return f"{value:.4g} {unit or ''}".strip()

@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "device_facts": 0,
     "wording": 0,
     "time_basis": 0,
+    "stages": 0,
     "engine": 1,
     "catalog": 2,
     "diagnose": 2,

@@ -81,7 +81,9 @@ def test_json_is_the_model_dump_even_on_a_terminal(
     assert terminal.getvalue() == json.dumps(common.dump(model), indent=1) + "\n"
 
 
-def test_progress_shows_on_a_terminal_and_not_in_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_is_a_spinner_on_a_terminal_and_lines_in_a_pipe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     err = Terminal()
     monkeypatch.setattr("sys.stderr", err)
     monkeypatch.delenv("TERM", raising=False)
@@ -92,8 +94,11 @@ def test_progress_shows_on_a_terminal_and_not_in_a_pipe(monkeypatch: pytest.Monk
     piped = io.StringIO()
     monkeypatch.setattr("sys.stderr", piped)
     with output.progress("profiling k.py under ncu") as step:
-        step(1, 3, "pre-flight passed")
-    assert piped.getvalue() == ""
+        step(1, 3, "pre-flight: passed")
+    lines = piped.getvalue().splitlines()
+    assert lines[0] == "profiling k.py under ncu" and not ANSI.search(piped.getvalue())
+    assert lines[1].endswith("s] pre-flight: passed (1/3 calls)")
+    assert lines[2].startswith("profiling k.py under ncu: done in")
 
 
 def test_every_renderer_draws() -> None:

@@ -12,8 +12,10 @@ import json
 import sys
 from pathlib import Path
 
+import nsight_agent.cli.output as output
 from nsight_agent.cli.inputs import kernel_source, source_files
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.stages import VALIDATION
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOT_COMPARABLE = 0, 1, 2, 3
 
@@ -77,15 +79,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     from nsight_agent.views.run_diff import render_diff
 
     path = Path(args.file)
-    checked = baseline_store.check_source(
-        kernel_source(path, "check"),
-        args.baseline,
-        entry=args.entry,
-        threshold_pct=_threshold(args.threshold),
-        remeasure=args.remeasure,
-        runs_root=_root(args),
-        files=source_files(args.file),
-    )
+    source = kernel_source(path, "check")
+    with output.progress(f"checking {path.name} against baseline {args.baseline!r}") as progress:
+        progress(0, 0, VALIDATION)
+        checked = baseline_store.check_source(
+            source,
+            args.baseline,
+            entry=args.entry,
+            threshold_pct=_threshold(args.threshold),
+            remeasure=args.remeasure,
+            runs_root=_root(args),
+            files=source_files(args.file),
+            on_progress=progress,
+        )
     d, both = checked.diff, checked.remeasured
     if both is not None:  # not comparable, measured again side by side
         if args.json:

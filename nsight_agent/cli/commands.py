@@ -18,6 +18,7 @@ from nsight_agent.cli.inputs import (
     source_files,
 )
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.stages import VALIDATION
 
 DIAGNOSE_TAKES = (
     "diagnose takes a .ncu-rep, a kernel source file (profiled under ncu), or the id of an "
@@ -133,6 +134,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "timeout_s": args.timeout,
         }
         with output.progress(f"diagnosing {path.name} under ncu") as progress:
+            progress(0, 0, VALIDATION)
             where = Measuring(runs_root=root, on_progress=progress)
             d = diagnose.diagnose_source(
                 fields,
@@ -262,18 +264,17 @@ def show_run(run_id: str, root: Path | None, *, offset: int = 0, limit: int = 50
 
 def measure_source(method: str, stage: str, runs_root: str | None = None, **fields: Any) -> Any:
     """The request of ``fields`` under ncu, or (``--method timing``) timed on a warm worker
-    started for this command, its run kept under ``runs_root`` (None: the default folder); a
-    spinner on stderr says which while it runs."""
+    started for this command, its run kept under ``runs_root`` (None: the default folder); its
+    stages on stderr (a spinner, or lines in a pipe)."""
     from nsight_agent.service import profile
     from nsight_agent.service.measure import Measuring
 
     root = Path(runs_root) if runs_root else None
-    if method == "timing":
-        with output.progress(f"{stage}: timing (warm worker, no ncu)"):
-            run = profile.profile(Measuring(runs_root=root), "timing", **fields)
-    else:
-        with output.progress(f"{stage} under ncu") as progress:
-            run = profile.profile(Measuring(runs_root=root, on_progress=progress), "ncu", **fields)
+    how = ": timing (warm worker, no ncu)" if method == "timing" else " under ncu"
+    with output.progress(stage + how) as progress:
+        progress(0, 0, VALIDATION)
+        where = Measuring(runs_root=root, on_progress=progress)
+        run = profile.profile(where, "timing" if method == "timing" else "ncu", **fields)
     named(run.run_dir, fields.get("files"))
     return run
 

@@ -6,8 +6,9 @@ pipe, progress on stderr.
 - stdout in a pipe or a file: the plain text of ``views/text.py`` (the same text MCP clients
   get), with MCP calls in command-line terms, so scripts and ``grep`` see stable lines.
 - ``--json``: the model's JSON as before, untouched by either.
-- progress: a spinner with the stage and the elapsed time on stderr while ncu or a timing loop
-  runs, only when stderr is a terminal (nothing at all otherwise).
+- progress on stderr: on a terminal a spinner with the stage and the elapsed time while ncu
+  or a timing loop runs; elsewhere (an agent, CI) plain lines, one as each stage begins and
+  within a long one at most one every few seconds (``cli/progress_lines.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 from rich.console import Console, RenderableType
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from nsight_agent.cli.progress_lines import Line, PlainLines, render
 from nsight_agent.cli.terms import cli_terms
 
 
@@ -69,9 +71,10 @@ class ProgressFn(Protocol):
 @contextmanager
 def progress(stage: str) -> Iterator[ProgressFn]:
     """A spinner on stderr saying ``stage`` (then each ``done/total message`` the pipeline
-    reports) with the time elapsed; a no-op callback when stderr is not a terminal."""
+    reports) with the time elapsed; plain lines when stderr is not a terminal."""
     if not _is_tty(sys.stderr):
-        yield lambda done, total, message: None
+        with plain_progress(stage) as plain:
+            yield plain
         return
     bar = Progress(
         SpinnerColumn(),
@@ -91,3 +94,24 @@ def progress(stage: str) -> Iterator[ProgressFn]:
         yield update
     seconds = time.monotonic() - started
     console(stderr=True).print(f"[dim]{stage}: done in {seconds:.1f} s[/]")
+
+
+@contextmanager
+def plain_progress(stage: str) -> Iterator[ProgressFn]:
+    """``stage``, then the stages the call reports as lines (``progress_lines.PlainLines``),
+    then how long it took; each line flushed at once (a pipe would hold them back)."""
+    lines, started = PlainLines(), time.monotonic()
+
+    def say(*shown: Line) -> None:
+        for line in shown:
+            print(render(line), file=sys.stderr, flush=True)
+
+    def update(done: int, total: int, message: str) -> None:
+        say(*lines.feed(time.monotonic() - started, done, total, message))
+
+    print(f"{stage}", file=sys.stderr, flush=True)
+    try:
+        yield update
+    finally:
+        say(*lines.end())
+    print(f"{stage}: done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)

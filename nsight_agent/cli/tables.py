@@ -25,6 +25,7 @@ from nsight_agent.views.runs import ProfileSummary
 from nsight_agent.views.text import (
     basis_lines,
     kernels_text,
+    label,
     only_variant,
     readable,
     roofline_line,
@@ -43,6 +44,7 @@ VERDICT_STYLE = {
     "timeout": "red",
     "no_data": "red",
     "mixed": "yellow",
+    "emulated": "magenta",
 }
 STATUS_STYLE = {"passed": "green", "running": "cyan"}
 
@@ -176,7 +178,7 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
             table.add_row(
                 _cfg(c.config) if i == 0 else "",
                 name,
-                readable(v.time, s.unit),
+                readable(v.time, s.unit) + (f" ({label(v.emulated)})" if v.emulated else ""),
                 _pct(v.rsd_pct),
                 f"x{v.speedup:.3g}" if v.speedup is not None else "",
                 Text(v.verdict, style=VERDICT_STYLE.get(v.verdict, "")),
@@ -194,7 +196,7 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
             ),
             None,
         )
-        bad = o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect")
+        bad = o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect", "emulated")
         overall.add_row(
             name,
             f"x{o.geomean_speedup:.4g}" if o.geomean_speedup is not None else "",
@@ -222,6 +224,7 @@ def profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = None) ->
         for metric, st in r.stats.items():
             unit = s.units.get(metric)
             output = "" if r.correct is None else ("ok" if r.correct else "WRONG")
+            output += f" ({label(r.emulated)})" if r.emulated else ""
             row: list[Any] = [
                 r.variant or only_variant(s),
                 _cfg(r.config),

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
 
+import nsight_agent.stages as stages
 from nsight_agent.engine import device, pinning
 from nsight_agent.engine.collection import isolate, ncu, preflight_run, run_result
 from nsight_agent.engine.collection.collect.attach import TargetSource
@@ -44,6 +45,7 @@ from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store import records, retention
+from nsight_agent.engine.store.progress import following, opening
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -111,7 +113,12 @@ def run_job(
                 "server does.",
             )
         return time_request(
-            job.request, warm.pool, runs_root=root, device=warm.device, cancel=cancel
+            job.request,
+            warm.pool,
+            runs_root=root,
+            device=warm.device,
+            cancel=cancel,
+            on_progress=on_progress,
         )
     if job.mode == "preflight":
         return preflight(job.request, runs_root=root, cancel=cancel)
@@ -209,14 +216,15 @@ def profile(
         run = RunPlace(run_dir, run_id, _poller(cancel, on_progress, progress, total))
 
         record.stage("pre-flight")
-        say(0, total, "pre-flight: running the harness once without the profiler")
+        opening(say, request, total, stages.PREFLIGHT_COLD)
         pre = way.preflight(run, _isolated_preflight(request, run_dir, preflight, cancel))
 
         record.stage("ncu")
-        say(0, total, "profiling under ncu")
+        say(0, total, stages.COLLECT_NCU)
         collected = way.collect(run, pre)
 
         record.stage("extract")
+        say(total, total, stages.EXTRACT)
         peak = device.dram_peak(pinning.current_device())
         result = run_result.of_ncu_run(request, run_dir, run_id, pre, collected.seconds, peak)
         collected.record(result.facts)
@@ -236,14 +244,16 @@ def time_request(
     runs_root: Path | None = None,
     device: str | None = None,
     cancel: threading.Event | None = None,
+    on_progress: Progress | None = None,
 ) -> RunResult:
     """render -> pre-flight (warm) -> collect by timing every (variant, config) interleaved on
     the warm worker (CUDA events; perf_counter on a CPU) -> check -> store. No ncu process
     starts: the worker already has torch, the CUDA context and compiled kernels."""
     start = time.monotonic()
-    where = device or _default_device()
+    where, say = device or _default_device(), _say(on_progress)
     with rendered_run(request, runs_root) as (run_id, run_dir, record):
         record.stage("pre-flight")
+        opening(say, request, 0, stages.PREFLIGHT_WARM)
         pre = _isolated_preflight(request, run_dir, _on_worker(pool, where, cancel), cancel)()
         raise_if_broken(pre)
         if cancel is not None and cancel.is_set():
@@ -257,11 +267,14 @@ def time_request(
             flush_l2=request.cache_control == "all",  # "none": as ncu's, caches kept warm
         )
         job = TimeJob(str(run_dir), where.split(":")[0], options)
+        say(0, 0, stages.timing_plan(options, len(request.expanded_configs())))
         # A timing.TimingResult (that module imports torch: not imported here, so the server
         # and the CLI start where torch is not installed).
-        timed: Any = pool.run(where, job, request.timeout_s, cancel)
+        with following(records.RunFiles.in_folder(run_dir).progress, on_progress):
+            timed: Any = pool.run(where, job, request.timeout_s, cancel)
 
         record.stage("check")
+        say(0, 0, stages.CHECK)
         result = run_result.of_timing(request, run_dir, run_id, pre, timed)
         result.seconds = time.monotonic() - start
 

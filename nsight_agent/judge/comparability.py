@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from nsight_agent.engine.store import baselines, run_status
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.judge import gate
+from nsight_agent.judge.emulated import COLUMN, emulator
 from nsight_agent.judge.run import RunLike, config_key, config_list, first_text
 
 
@@ -128,6 +129,8 @@ def comparability(
         slow, unknown = gate.machine_speed(base_run.facts.cpu_probe_ns, cand_run.facts.cpu_probe_ns)
         reasons += [slow] if slow else []
         unverified += [unknown] if unknown else []
+    emulation = (_emulation(base_run, base.variant), _emulation(cand_run, cand.variant))
+    same("emulation", *emulation, needed=False)
     same("clock control", base.clock_control, cand.clock_control)
     same("cache control", base.cache_control, cand.cache_control)
     on_gpu = base.gpu != "cpu" or cand.gpu != "cpu"
@@ -151,6 +154,16 @@ def comparability(
             f"{sizes_b[differ[0]]} B, this run {sizes_c[differ[0]]} B (not the same problem)"
         )
     return reasons, unverified
+
+
+def _emulation(run: RunLike, variant: str) -> str | None:
+    """The emulator the variant's rows ran under ("native" when none); None when the run did
+    not record it (made before the rows said), so that rule is not checked."""
+    frame = run.processed
+    if COLUMN not in frame.columns:
+        return None
+    rows = frame[frame["Annotation"].astype(str) == variant].to_dict("records")
+    return next((e for e in map(emulator, rows) if e), "native")
 
 
 def _out_bytes(run: RunLike, variant: str) -> dict[str, int]:

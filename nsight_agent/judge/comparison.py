@@ -17,6 +17,7 @@ from nsight_agent.engine.store.runs import OutputCheck
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.judge import verdicts
 from nsight_agent.judge.copies import copies_by, with_copies
+from nsight_agent.judge.emulated import emulator, no_verdict
 from nsight_agent.judge.run import (
     RunLike,
     checks_by,
@@ -149,5 +150,9 @@ class _Measured:
             elif (name, idx) in self.suspects and name != base:
                 t.verdict, t.speedup = "suspect", None
                 t.check = whole(self.suspects[(name, idx)])
+            elif name != base and r is not None and (emulator(r) is None) != (emulator(b) is None):
+                t.verdict, t.speedup = "emulated", None
+                t.check = no_verdict(emulator(r), emulator(b))
+            t.emulated = emulator(r)
             entry[name] = t
         return entry

@@ -14,9 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from nsight_agent.judge import gate
+from nsight_agent.judge import gate, gate_reason
 from nsight_agent.judge.comparability import RunIdentity, comparability, identity, pick_variant
 from nsight_agent.judge.comparison import min_effect_of
+from nsight_agent.judge.emulated import emulator, label
 from nsight_agent.judge.run import (
     RunLike,
     checks_by,
@@ -47,7 +48,8 @@ DRIFT_RULE = (
     "at least the candidate run's min_effect_pct (and 100 ns for GPU times), else "
     "within_noise. Not compared: CPU runs whose speed probes differ by more than "
     f"{gate.MACHINE_SPEED_LIMIT:g}x; not a regression: a slower candidate whose spread is over "
-    f"{gate.NOISE_RATIO_LIMIT:g}x the baseline's"
+    f"{gate.NOISE_RATIO_LIMIT:g}x the baseline's, or on a CPU whose fastest call is inside the "
+    "baseline's interval"
 )
 
 
@@ -59,6 +61,9 @@ class DiffConfig(BaseModel):
     speedup: float | None = Field(default=None, description="baseline time / this time")
     verdict: Verdict
     check: str | None = None
+    reason: str | None = Field(
+        default=None, description="Which part of the rule decided, with its numbers"
+    )
 
 
 class RunDiff(BaseModel):
@@ -145,6 +150,8 @@ def diff_runs(
         if base.source_hash == cand.source_hash
         else f"source changed: {base.source_hash} -> {cand.source_hash}"
     ]
+    emulators = map(emulator, variant_rows(cand_run, cv, metric).values())
+    notes += list(dict.fromkeys(label(e) for e in emulators if e))
     out = RunDiff(
         comparable=not reasons,
         baseline=base,
@@ -156,13 +163,19 @@ def diff_runs(
         threshold_pct=threshold_pct,
     )
     if not reasons:
-        _verdicts(out, base_run, cand_run, metric)
+        waited = _verdicts(out, base_run, cand_run, metric)
         if out.regression and all(
             c.verdict in ("slower", "within_noise", "faster") for c in out.configs
         ):
             rows = [
                 variant_rows(r, v, metric).values() for r, v in ((base_run, bv), (cand_run, cv))
             ]
+            # refused only when every regressing config is the machine's: one whose fastest
+            # call is slower too is a regression whatever the others show
+            regressing = [
+                c for c in out.configs if gate.regressed(c.verdict, c.speedup, threshold_pct)
+            ]
+            reasons += waited if len(waited) == len(regressing) else []
             reasons += [why] if (why := gate.noisier(list(rows[0]), list(rows[1]))) else []
     if reasons:
         out.comparable, out.reasons, out.configs, out.overall, out.regression = (
@@ -180,7 +193,9 @@ def diff_runs(
     return out
 
 
-def _verdicts(out: RunDiff, base_run: RunLike, cand_run: RunLike, metric: str) -> None:
+def _verdicts(out: RunDiff, base_run: RunLike, cand_run: RunLike, metric: str) -> list[str]:
+    """Each config's verdict and the reason for it; returns why the slower configs of CPU runs
+    are the machine's (``gate.machine_waited``)."""
     b_rows = variant_rows(base_run, out.baseline.variant, metric)
     c_rows = variant_rows(cand_run, out.candidate.variant, metric)
     both = list(b_rows.values()) + list(c_rows.values())
@@ -192,6 +207,9 @@ def _verdicts(out: RunDiff, base_run: RunLike, cand_run: RunLike, metric: str) -
     effect, floor = min_effect_of(cand_run), effect_floor(metric)
     verdicts: list[Verdict] = []
     speedups: list[float] = []
+    waited: list[str] = []
+    out.statistic, out.unit = statistic, first_text(base_run.processed, "Unit")
+    cpu = gate.on_cpu(out.baseline.gpu, out.candidate.gpu)
     for idx, config in enumerate(config_list(base_run)):
         key = config_key(config)
         ci = next((i for i, c in enumerate(c_configs) if config_key(c) == key), -1)
@@ -214,10 +232,25 @@ def _verdicts(out: RunDiff, base_run: RunLike, cand_run: RunLike, metric: str) -
         elif entry.time and entry.baseline_time:
             entry.speedup = sig(entry.baseline_time / entry.time)
             speedups.append(entry.baseline_time / entry.time)
+        entry.reason = gate_reason.explain(
+            entry.verdict,
+            b,
+            c,
+            unit=out.unit,
+            drift_pct=out.drift_pct,
+            min_effect_pct=effect,
+            floor=floor,
+            threshold_pct=out.threshold_pct,
+            check=entry.check,
+        )
+        regressed = gate.regressed(entry.verdict, entry.speedup, out.threshold_pct)
+        if cpu and regressed and entry.verdict == "slower" and key in c_rows:
+            why = gate.machine_waited(b, c_rows[key], f"config #{idx}", out.unit)
+            waited += [why] if why else []
         verdicts.append(entry.verdict)
         out.configs.append(entry)
-    out.statistic, out.unit = statistic, first_text(base_run.processed, "Unit")
     out.overall = variant_overall(False, verdicts, speedups)
     out.regression = any(
         gate.regressed(c.verdict, c.speedup, out.threshold_pct) for c in out.configs
     )
+    return waited

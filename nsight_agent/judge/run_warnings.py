@@ -10,6 +10,7 @@ import re
 import pandas as pd
 
 from nsight_agent.judge.builds import build_note, stage_seconds_of
+from nsight_agent.judge.emulated import run_note
 from nsight_agent.judge.run import CPU_TIMER, STABLE_RSD_PCT, RunLike, timing_method
 from nsight_agent.numbers import sig
 
@@ -36,6 +37,8 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
     method = timing_method(run, frame)
     if method is not None:
         out = timing_notes(out, method, run, frame)
+    emulated = run_note(frame)
+    out += [emulated] if emulated else []
     unstable = frame[~frame["StableMeasurement"].astype(bool)] if len(frame) else frame
     if len(unstable):
         worst = unstable["RelativeStdDevPct"].max()

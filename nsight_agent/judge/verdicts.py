@@ -32,6 +32,7 @@ Verdict = Literal[
     "timeout",
     "no_kernel",
     "no_data",
+    "emulated",
 ]
 Overall = Literal[
     "faster",
@@ -45,6 +46,7 @@ Overall = Literal[
     "no_kernel",
     "baseline",
     "no_data",
+    "emulated",
 ]
 # A variant with one of these at any config gets it overall (first listed wins), no speedup.
 FAILING: tuple[Verdict, ...] = ("error", "timeout", "no_kernel", "incorrect", "suspect")
@@ -76,6 +78,7 @@ class VariantTiming(BaseModel):
         description="Why the output check failed (max errors), why it is suspect, or its error",
     )
     other_time: float | None = Field(default=None, description="Mean time on the other basis")
+    emulated: str | None = Field(default=None, description="Ran under it: not a kernel time")
 
 
 class VariantOverall(BaseModel):
@@ -182,6 +185,8 @@ def variant_overall(
         verdict = "baseline"
     elif failing:
         verdict = failing[0]  # a wrong or untrusted variant is never called faster
+    elif "emulated" in verdicts:
+        verdict = "emulated"  # an emulator against a native call: no speed verdict
     elif not speedups:
         verdict = "no_data"
     elif faster and slower:
@@ -195,7 +200,9 @@ def variant_overall(
     else:
         verdict = "within_noise"
     return VariantOverall(
-        geomean_speedup=None if is_base or verdict in FAILING else _geomean(speedups),
+        geomean_speedup=None
+        if is_base or verdict in (*FAILING, "emulated")
+        else _geomean(speedups),
         verdict=verdict,
         configs_faster=faster,
         configs_slower=slower,

@@ -32,6 +32,7 @@ from nsight_agent.server import http
 from nsight_agent.service import runs as run_store
 from nsight_agent.service import session as sessions
 from nsight_agent.service.measure import Measuring, RunResult
+from nsight_agent.stages import VALIDATION
 from nsight_agent.views.common import dump
 
 T = TypeVar("T")
@@ -173,9 +174,13 @@ async def execute(ctx: Context, work: Callable[[Measuring], T]) -> T:
     # The executor may report from its own threads, not anyio's: name the loop to report to.
     loop = anyio.lowlevel.current_token()
 
+    shown = [0]  # MCP's progress value may not go back: a later stage says 0 calls done
+
     def on_progress(done: int, total: int, message: str) -> None:
+        of = total or None  # 0: not known in advance (the timing path's adaptive runs)
+        shown[0] = max(shown[0], done)
         with contextlib.suppress(Exception):  # a closed session must not stop the run
-            anyio.from_thread.run(ctx.report_progress, done, total, message, token=loop)
+            anyio.from_thread.run(ctx.report_progress, shown[0], of, message, token=loop)
 
     where = state(ctx).session.measuring(on_progress, cancel)
 
@@ -185,7 +190,7 @@ async def execute(ctx: Context, work: Callable[[Measuring], T]) -> T:
         finally:
             finished.set()
 
-    await ctx.report_progress(0, None, "pre-flight: running the harness once")
+    await ctx.report_progress(0, None, VALIDATION)
     try:
         return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():

@@ -15,7 +15,7 @@ from nsight_agent.judge import gate
 from nsight_agent.judge.comparability import baseline_entry, pick_variant
 from nsight_agent.judge.history import History, build_history
 from nsight_agent.judge.run_diff import RunDiff, diff_runs
-from nsight_agent.service.measure import Measuring, Method, WorkerPool, measure
+from nsight_agent.service.measure import Measuring, Method, Progress, WorkerPool, measure
 from nsight_agent.service.runs import load_run
 from nsight_agent.service.runs import runs_root_or_default as _root
 from nsight_agent.service.summaries import compare_summary
@@ -121,6 +121,7 @@ def check_source(
     runs_root: Path | None = None,
     pool: WorkerPool | None = None,
     files: Mapping[str, str] | None = None,
+    on_progress: Progress | None = None,
 ) -> GateCheck:
     """The regression gate: time ``source`` the way the baseline was measured (its configs,
     runs, method, clocks), then compare. With ``remeasure``, runs that are not comparable are
@@ -131,7 +132,7 @@ def check_source(
     method: Method = "ncu" if b.method == "ncu" else "timing"
     fields = baselines.check_fields(base_run.request, b.variant, source, entry)
     request = validate(fields, method, files=files).request
-    where = Measuring(runs_root=runs_root, workers=pool)
+    where = Measuring(runs_root=runs_root, workers=pool, on_progress=on_progress)
     run = measure(request, method, where)
     record_environment(run)
     d = diff_runs(base_run, run, base_variant=b.variant, name=baseline, threshold_pct=threshold_pct)

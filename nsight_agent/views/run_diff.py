@@ -5,16 +5,7 @@ decides)."""
 from __future__ import annotations
 
 from nsight_agent.judge.run_diff import RunDiff
-
-
-def _time(value: float | None, unit: str | None) -> str:
-    if value is None:
-        return "-"
-    if unit == "ns":
-        for scale, name in ((1e6, "ms"), (1e3, "us")):
-            if value >= scale:
-                return f"{value / scale:.4g} {name}"
-    return f"{value:.4g} {unit or ''}".strip()
+from nsight_agent.numbers import time_text as _time
 
 
 def render_diff(d: RunDiff) -> str:
@@ -36,6 +27,9 @@ def render_diff(d: RunDiff) -> str:
         t0, t1 = _time(row.baseline_time, d.unit), _time(row.time, d.unit)
         s = f"{row.speedup:.3f}" if row.speedup is not None else "-"
         lines.append(f"{config[:28]:28} {t0:>12} {t1:>12} {s:>8}  {row.verdict}")
+    for row in d.configs:
+        if row.reason:
+            lines.append(f"why #{row.config_index}: {row.reason}")
     if d.overall is not None:
         g = d.overall.geomean_speedup
         lines.append(f"overall: {d.overall.verdict}" + (f", geomean speedup {g:.3f}" if g else ""))

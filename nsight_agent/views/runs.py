@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 import nsight_agent.kernelbench as kernelbench
+from nsight_agent.judge.emulated import emulator
 from nsight_agent.judge.run import (
     CPU_TIMER,
     STABLE_RSD_PCT,
@@ -55,6 +56,7 @@ class ConfigResult(BaseModel):
         default=None, description="Set when it differs from the run's kernels list"
     )
     correct: bool | None = Field(default=None, description="Output check against the baseline")
+    emulated: str | None = Field(default=None, description="Ran under it: not a kernel time")
 
 
 class ProfileSummary(BaseModel):
@@ -157,6 +159,7 @@ def profile_summary(
                 stats={},
                 kernel=kernel if kernel and kernel not in kernels_listed else None,
                 correct=None if check is None else bool(check.ok),
+                emulated=emulator(row),
             )
             groups[key] = entry
         entry.stats[str(row["Metric"])] = _stat(row)

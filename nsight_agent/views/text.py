@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nsight_agent.diagnose.step_view import StepView
+from nsight_agent.judge.emulated import label as label
 from nsight_agent.views.common import Page
 from nsight_agent.views.compare import CompareSummary
 from nsight_agent.views.diagnosis import ReportDiagnosis
@@ -126,6 +127,7 @@ def render_profile(s: ProfileSummary, metric_label: Mapping[str, str] | None = N
             # "UNSTABLE ok" read as one verdict: the spread and the output check apart
             flag = "" if st.stable else ", unstable"
             ok = "" if r.correct is None else ("; output ok" if r.correct else "; WRONG OUTPUT")
+            ok += f"; {label(r.emulated)}" if r.emulated else ""
             name = (metric_label or {}).get(metric, metric)
             unit = s.units.get(metric)
             lines.append(
@@ -156,7 +158,8 @@ def render_compare(s: CompareSummary, metric_label: Mapping[str, str] | None = N
         parts = []
         for name, v in c.variants.items():
             sp = f" x{v.speedup:.3g}" if v.speedup is not None else ""
-            parts.append(f"{name} {_fmt(v.time, s.unit)}{sp} {v.verdict}")
+            emulated = f" ({label(v.emulated)})" if v.emulated else ""
+            parts.append(f"{name} {_fmt(v.time, s.unit)}{emulated}{sp} {v.verdict}")
         lines.append(f"{_cfg(c.config)}: " + "; ".join(parts))
     for name, o in s.overall.items():
         if o.verdict != "baseline":
@@ -169,7 +172,14 @@ def render_compare(s: CompareSummary, metric_label: Mapping[str, str] | None = N
             ),
             None,
         )
-        if why and o.verdict in ("error", "timeout", "no_kernel", "suspect", "incorrect"):
+        if why and o.verdict in (
+            "error",
+            "timeout",
+            "no_kernel",
+            "suspect",
+            "incorrect",
+            "emulated",
+        ):
             lines.append(f"  {name} {o.verdict}: {why}")
     lines.append(f"rule: {s.rule}")
     lines += basis_lines(s)

@@ -48,6 +48,7 @@ from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.harness.languages import kernelbench
 from nsight_agent.engine.harness.spec import Spec, VariantSpec
 from nsight_agent.engine.harness.verdicts import Tolerance, Verdicts
+from nsight_agent.stages import config_run
 
 
 def main(spec: Spec, argv: Sequence[str] | None = None) -> int:
@@ -306,5 +307,7 @@ class Program:
                 **({"launches": launches} if launches is not None else {}),
             }
         )
-        self.files.progress(len(calls), self.total, f"{name} config {ci} run {run}")
+        configs = len(self.spec["configs"])
+        said = config_run(ci, configs, run, self.runs, name)
+        self.files.progress(len(calls), self.total, said)
         return out

@@ -240,6 +240,8 @@ def _runs(
             done = run + 1 >= opts.min_runs and all(
                 converged(s, opts.ci_target_pct) for s in live if s
             )
+            if opts.on_run is not None:  # the caller's progress: this run is done
+                opts.on_run(cfg.index, run)
             if done or time.monotonic() - start > opts.max_seconds:
                 break
     finally:

@@ -3,6 +3,7 @@ torch: the server builds a ``TimeJob`` with them without torch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -25,3 +26,4 @@ class TimingOptions:
     vary_inputs: bool = True
     tolerances: dict[str, tuple[float, float]] | None = None  # (rtol, atol) by dtype name
     peak_dram_bytes_per_s: float | None = None  # default: NVML's, on a GPU
+    on_run: Callable[[int, int], None] | None = None  # (config, run) done; set in the worker

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from nsight_agent.engine.harness import sources
+import nsight_agent.stages as stages
+from nsight_agent.engine.harness import emulation, sources
 from nsight_agent.engine.harness.languages import adapter_for, kernelbench
 from nsight_agent.engine.harness.spec import Spec, read_spec
 from nsight_agent.engine.harness.verdicts import Verdicts
-from nsight_agent.engine.store.records import Suspect, dropped_from
+from nsight_agent.engine.store import progress
+from nsight_agent.engine.store.records import RunFiles, Suspect, dropped_from
 from nsight_agent.engine.worker import timing
 from nsight_agent.engine.worker.timing import TimingOptions, TimingResult
 from nsight_agent.errors import InvalidRequestError
@@ -35,6 +37,7 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
         atol=spec["atol"],
         vary_inputs=spec["vary_inputs"],
         tolerances=spec["tolerances"],
+        on_run=_reporter(RunFiles.in_folder(run_dir).progress, len(spec["configs"])),
     )
     language = adapter_for(spec["language"])
     if language.gpu_only and not device.startswith("cuda"):
@@ -43,9 +46,10 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
         loaded = sources.load(spec, run_dir, device, opts.skip)
         timing.GUARD[:] = [loaded.guard]
         blamed: list[Suspect] = []  # replacements made in the trials' calls
+        entries, emulated = emulation.watched(loaded.entries)
         result = timing.time_variants(
             loaded.setup,
-            loaded.entries,
+            entries,
             spec["configs"],
             baseline=spec["baseline"],
             device=device,
@@ -53,6 +57,7 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
             after_config=_trials(spec, loaded, device, blamed) if spec["trials"] else None,
         )
         result.suspects += blamed
+        emulation.label_rows(result.rows, emulated)
         note = loaded.import_note()
         if note:
             result.notes.append(f"the source {note}")
@@ -67,6 +72,17 @@ def time_run_dir(run_dir: Path, device: str, options: TimingOptions | None = Non
         timing.GUARD.clear()
         for name in sources.module_names(spec):
             sys.modules.pop(name, None)
+
+
+def _reporter(path: Path, configs: int) -> Callable[[int, int], None]:
+    """Each timed run as a line of the run's progress file (the caller follows it)."""
+    done = [0]
+
+    def on_run(config: int, run: int) -> None:
+        done[0] += 1
+        progress.append(path, done[0], 0, stages.config_run(config, configs, run))
+
+    return on_run
 
 
 def _trials(
