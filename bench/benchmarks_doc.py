@@ -65,7 +65,9 @@ def citation(path: Path, data: dict[str, Any]) -> str:
     if env.get("commits"):
         commit += " (rows from runs at " + ", ".join(f"`{c}`" for c in env["commits"]) + ")"
     where = [
-        f"{env.get('gpu')}, driver {env.get('driver')}, ncu {_ncu(env.get('ncu'))}",
+        f"{env.get('gpu')}, driver {env.get('driver')}, ncu {_ncu(env.get('ncu'))}"
+        if env.get("gpu")
+        else "no GPU (a CPU run)",
         commit,
         str(env.get("date")),
         f"Python {env.get('python')}, torch {env.get('torch')}",

@@ -307,7 +307,7 @@ def kernelbench_timing(data: dict[str, Any]) -> list[str]:
     """Our KernelBench-mode speedup against KernelBench's own timing function, per problem."""
     if "skipped" in data:
         return [f"Skipped: {data['skipped']}."]
-    blocks = [f"Step `timing`: {outcome(data.get('run'))}."]
+    blocks = [f"Step `timing`: {outcome(data['run'])}."] if "run" in data else []
     summary = data.get("summary") or {}
     agree = summary.get("speedup_honest") or {}
     if agree.get("n"):

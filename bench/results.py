@@ -106,9 +106,20 @@ def write(
 
 def newest(suite: str, root: Path = RESULTS, before: Path | None = None) -> Path | None:
     """The suite's newest results file (older than ``before`` when given); None if none."""
-    folder = root / suite
-    found = sorted(p for p in folder.glob("*.json") if before is None or p.name < before.name)
+    found = sorted(root.joinpath(suite).glob("*.json"), key=_when)
+    if before is not None:
+        found = [p for p in found if _when(p) < _when(before)]
     return found[-1] if found else None
+
+
+def _when(path: Path) -> tuple[str, str]:
+    """A results file's order: the date and time it records (files of one day are named alike
+    but for their commit, which says nothing of order), then its name."""
+    try:
+        date = str(json.loads(path.read_text()).get("environment", {}).get("date") or "")
+    except (OSError, ValueError):
+        date = ""
+    return date or path.name[:10], path.name
 
 
 def latest(suite: str, root: Path = RESULTS, before: Path | None = None) -> dict[str, Any] | None:
