@@ -21,7 +21,8 @@ OPTION_KNOBS = frozenset(
     {
         "setup", "warmup", "sections", "replay_mode", "cache_control", "clock_control",
         "timeout_s", "ignore_kernels", "combine_kernels", "rtol", "atol", "vary_inputs", "deep",
-        "correctness", "min_effect_pct", "budget_s",
+        "correctness", "min_effect_pct", "budget_s", "time_basis", "num_correct_trials",
+        "num_perf_trials",
     }
 )  # fmt: skip
 

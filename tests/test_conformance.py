@@ -109,7 +109,9 @@ def _why(check: str) -> str:
 def _variant_key(verdict: str, check: str | None) -> str:
     if verdict == "baseline":
         return "baseline"
-    if verdict in SPEED:
+    # "emulated": measured and checked, but no speed said between an interpreter and a native
+    # variant (a Triton variant on a CPU); on a GPU the same row reads a speed verdict
+    if verdict in SPEED or verdict == "emulated":
         return "measured_ok"
     dropped = re.match(r"(\w+) at (\w+)(?: \(line (\d+)\))?", check or "")
     if dropped and verdict not in ("incorrect", "suspect"):  # those: what was wrong, not where
@@ -248,6 +250,9 @@ class Paths:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), self._cli_pool():
             rc = cli.main(argv)
         said = err.getvalue()
+        # The error, past the progress lines the CLI prints on a stderr that is no terminal
+        error = re.search(r"(?m)^error: ", said)
+        said = said[error.start() :] if error else said
         for v in case.variants:  # the files the CLI names, as the other fronts name the sources
             said = said.replace(
                 f"{folder / f'{v.name}.py'} (variant {v.name!r})", f"variant {v.name!r} source"

@@ -12,6 +12,7 @@ change it: their agreement is the score we report (printed; ``pytest -rP``)."""
 from __future__ import annotations
 
 import glob
+import json
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,19 @@ from tests.test_diagnose_causes import BASE, context, rule
 from tests.test_step_view import IDS, report
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# The planted reports the advice labels were written on: a planted set recorded later (the
+# held-out matmul kernels of the diagnosis rules) is no tuning material for them.
+_LATER = {
+    e["id"]
+    for e in json.loads((FIXTURES / "planted" / "catalog.json").read_text())
+    if e.get("split") == "held_out_matmul"
+}
 TUNING_REPORTS = [
-    *sorted(Path(p) for p in glob.glob(str(FIXTURES / "planted" / "*.ncu-rep"))),
+    *sorted(
+        Path(p)
+        for p in glob.glob(str(FIXTURES / "planted" / "*.ncu-rep"))
+        if Path(p).stem not in _LATER
+    ),
     FIXTURES / "h200_bf16_matmul_sections.ncu-rep",
 ]
 ENGINE_REPORTS = sorted(
