@@ -20,6 +20,7 @@ import pytest
 
 from nsight_agent.diagnose.call_sites import call_named, callers_of, is_library
 from nsight_agent.diagnose.source_lines import hot_lines
+from tests.report_stand_ins import StandInMetric
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = ROOT / "tests" / "fixtures" / "planted"
@@ -143,26 +144,6 @@ def test_no_hot_line_of_a_triton_kernel_is_in_a_library(report: str) -> None:
 # Stand-ins: a C++ header, a kernel of library code alone
 
 
-class _Metric:
-    def __init__(self, values: list[float], ids: list[int] | None) -> None:
-        self.values, self.ids = values, ids
-
-    def num_instances(self) -> int:
-        return len(self.values)
-
-    def as_double(self, i: int = 0) -> float:
-        return self.values[i]
-
-    def as_uint64(self, i: int = 0) -> int:
-        return int(self.values[i])
-
-    def has_correlation_ids(self) -> bool:
-        return self.ids is not None
-
-    def correlation_ids(self) -> _Metric | None:
-        return None if self.ids is None else _Metric([float(i) for i in self.ids], None)
-
-
 class _Info:
     def __init__(self, name: str, line: int) -> None:
         self.name, self.at = name, line
@@ -185,11 +166,11 @@ class _Kernel:
         self.code, self.files = code, files
         pcs = sorted(code)
         self.metrics = {
-            "smsp__pcsamp_sample_count": _Metric([code[p][2] for p in pcs], pcs),
-            "inst_executed": _Metric([1.0] * len(pcs), pcs),
+            "smsp__pcsamp_sample_count": StandInMetric([code[p][2] for p in pcs], pcs),
+            "inst_executed": StandInMetric([1.0] * len(pcs), pcs),
         }
 
-    def metric_by_name(self, name: str) -> _Metric | None:
+    def metric_by_name(self, name: str) -> StandInMetric | None:
         return self.metrics.get(name)
 
     def source_info(self, address: int) -> _Info:

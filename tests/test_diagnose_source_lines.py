@@ -15,6 +15,7 @@ import ncu_report
 import pytest
 
 from nsight_agent.diagnose.source_lines import SourceHotspots, hot_lines, opcode, trim
+from tests.report_stand_ins import StandInMetric
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = ROOT / "tests" / "fixtures" / "planted"
@@ -179,26 +180,6 @@ def test_reports_without_source_counters_are_none(path: Path) -> None:
 # A stand-in action: a kernel without line info
 
 
-class _Metric:
-    def __init__(self, values: list[float], ids: list[int] | None) -> None:
-        self.values, self.ids = values, ids
-
-    def num_instances(self) -> int:
-        return len(self.values)
-
-    def as_double(self, i: int = 0) -> float:
-        return self.values[i]
-
-    def as_uint64(self, i: int = 0) -> int:
-        return int(self.values[i])
-
-    def has_correlation_ids(self) -> bool:
-        return self.ids is not None
-
-    def correlation_ids(self) -> _Metric | None:
-        return None if self.ids is None else _Metric([float(i) for i in self.ids], None)
-
-
 BASE = 0x7F00_0000_0000
 
 
@@ -207,11 +188,11 @@ class _NoLineInfo:
         self.sass = {BASE: "LDC R1, c[0x0][0x28]", BASE + 0x10: "@!P0 LDL.64 R2, [R1+0x8]"}
         pcs = [BASE, BASE + 0x10, BASE + 0x20]
         self.metrics = {
-            "smsp__pcsamp_sample_count": _Metric([5.0, 80.0, 15.0], pcs),
-            "inst_executed": _Metric([10.0, 40.0, 10.0], pcs),
+            "smsp__pcsamp_sample_count": StandInMetric([5.0, 80.0, 15.0], pcs),
+            "inst_executed": StandInMetric([10.0, 40.0, 10.0], pcs),
         }
 
-    def metric_by_name(self, name: str) -> _Metric | None:
+    def metric_by_name(self, name: str) -> StandInMetric | None:
         return self.metrics.get(name)
 
     def source_info(self, address: int) -> None:

@@ -8,11 +8,12 @@ pre-flight (rendered harness, torch on the CPU) with the wheel's templates.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from tests.project_copy import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,13 +48,7 @@ print(json.dumps({
 
 def test_wheel_ships_templates_and_skills(tmp_path: Path) -> None:
     # Build from a fresh copy: setuptools reuses a checkout's build/ folder, stale files included.
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md", "nsight_agent", "templates", "skills"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
+    src = copy_project(tmp_path / "src")
     wheels = tmp_path / "wheels"
     pip_wheel = ["pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels)]
     subprocess.run(
@@ -132,13 +127,7 @@ def test_the_readme_install_command_works_as_written(tmp_path: Path) -> None:
     block = readme.split("## Install", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     (command,) = [line.split("#")[0].strip() for line in block.splitlines() if "report" in line]
     assert command == "pip install .", command
-    clone = tmp_path / "clone"
-    clone.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE", "nsight_agent", "templates", "skills"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, clone / name)
+    clone = copy_project(tmp_path / "clone")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", *command.split()[:2], "-q", *command.split()[2:]]

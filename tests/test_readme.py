@@ -21,7 +21,6 @@ import itertools
 import json
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from markdown_it.token import Token
 from packaging.requirements import InvalidRequirement, Requirement
 
 from nsight_agent.cli.main import build_parser
+from tests.project_copy import copy_project
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -299,17 +299,6 @@ def online() -> None:
             pytest.skip(f"no network: {host}:443 unreachable ({err}); resolved offline only")
 
 
-def clone(into: Path) -> Path:
-    """The files a build of the project reads, copied, so pip writes nothing in this checkout."""
-    into.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE", "nsight_agent", "templates", "skills"):
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, into / name)
-    return into
-
-
 def pip_installs() -> list[list[str]]:
     return [a for a in map(command_argv, command_lines()) if a[:2] == ["pip", "install"]]
 
@@ -320,7 +309,7 @@ def test_each_pip_install_resolves(argv: list[str], tmp_path: Path, online: None
     pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q"]
     done = subprocess.run(
         [*pip, "--report", str(report), *argv[2:]],
-        cwd=clone(tmp_path / "clone"),
+        cwd=copy_project(tmp_path / "clone"),
         capture_output=True,
         text=True,
         timeout=1200,

@@ -4,7 +4,7 @@ sessions, read two ways.
 An honest baseline's pre-flight once counted 0 kernels in one of its calls, and the
 comparison failed. torch 2.11+cu130 carries CUPTI 13.0, whose kernel records can be dropped by
 kineto (pytorch/pytorch#192021, fixed in CUPTI 13.1). The probe found none lost in 400
-sessions; the cause was a variant's replaced ``torch.cuda.synchronize`` . This runs ``--calls`` one-kernel calls,
+sessions; the cause was a variant's replaced ``torch.cuda.synchronize``. This runs ``--calls`` one-kernel calls,
 each in its own session after an idle gap of 0-20 ms (as the pre-flight's calls are), and
 counts, per way of reading:
 
