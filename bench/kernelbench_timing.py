@@ -91,11 +91,12 @@ def candidate_source(problem_source: str, kind: str) -> str:
     return problem_source.rstrip("\n") + "\n" + TAILS[kind]
 
 
-RECORDED = newest(SWEEP_SUITE) or RESULTS / SWEEP_SUITE
-
-
-def recorded_problems(kb: Path, recorded: Path = RECORDED) -> list[sweep.Problem]:
-    """The recorded sweep's compile-phase problems, levels in turn, level 2 first."""
+def recorded_problems(kb: Path, recorded: Path | None = None) -> list[sweep.Problem]:
+    """The recorded sweep's compile-phase problems (``recorded``, else the newest sweep in
+    bench/results), levels in turn, level 2 first."""
+    recorded = recorded or newest(SWEEP_SUITE)
+    if recorded is None:
+        raise FileNotFoundError(f"no recorded sweep under {RESULTS / SWEEP_SUITE}")
     rows = [r for r in json.loads(recorded.read_text())["rows"] if r["phase"] == "compile"]
     by_level: dict[int, list[sweep.Problem]] = {}
     for r in sorted(rows, key=lambda r: r["index"]):

@@ -106,10 +106,11 @@ def write(
 
 def newest(suite: str, root: Path = RESULTS, before: Path | None = None) -> Path | None:
     """The suite's newest results file (older than ``before`` when given); None if none."""
-    found = sorted(root.joinpath(suite).glob("*.json"), key=_when)
+    dated = sorted((_when(p), p) for p in root.joinpath(suite).glob("*.json"))
     if before is not None:
-        found = [p for p in found if _when(p) < _when(before)]
-    return found[-1] if found else None
+        limit = _when(before)
+        dated = [d for d in dated if d[0] < limit]
+    return dated[-1][1] if dated else None
 
 
 def _when(path: Path) -> tuple[str, str]:
