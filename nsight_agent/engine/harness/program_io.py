@@ -81,8 +81,7 @@ class Files:
         tmp.replace(self.path("manifest.json"))
 
     def progress(self, done: int, total: int, message: str) -> None:
-        with open(self.path("progress.txt"), "a") as f:
-            f.write(f"{done}/{total} {message}\n")
+        append_progress(self.path("progress.txt"), done, total, message)
 
     def write_error(self, err: SourceError) -> None:
         self.path("error.json").write_text(json.dumps(err.to_dict(), indent=1))
@@ -98,3 +97,10 @@ def unexpected(exc: BaseException) -> SourceError:
         file=file,
         traceback=traceback.format_exc(),
     )
+
+
+def append_progress(path: Path, done: int, total: int, message: str) -> None:
+    """One line of a run's ``progress.txt``: ``done`` calls of ``total`` (0: not known in
+    advance), then what is running (read back by ``engine/store/progress.py``)."""
+    with open(path, "a") as f:
+        f.write(f"{done}/{total} {message}\n")

@@ -15,16 +15,13 @@ from pathlib import Path
 
 import nsight_agent.stages as stages
 from nsight_agent.engine.harness.ext_builds import builds_extensions
+from nsight_agent.engine.harness.program_io import append_progress as append
+
+__all__ = ["append", "compile_stage", "following", "opening", "parse"]
 from nsight_agent.request import ProfileRequest
 
 Progress = Callable[[int, int, str], None]
 FOLLOW_EVERY_S = 0.2
-
-
-def append(path: Path, done: int, total: int, message: str) -> None:
-    """One line: ``done`` calls of ``total`` (0: not known in advance), then what is running."""
-    with open(path, "a") as f:
-        f.write(f"{done}/{total} {message}\n")
 
 
 def parse(line: str) -> tuple[int, int, str] | None:
