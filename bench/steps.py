@@ -74,18 +74,26 @@ def json_in(text: str) -> Any:
     return json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 else None
 
 
+FAILURE_CHARS = 3000  # of a failed test's traceback kept in the results file
+
+
 def junit(path: Path) -> list[dict[str, Any]]:
-    """Each test case of a JUnit XML file: its id, outcome and seconds."""
+    """Each test case of a JUnit XML file: its id, outcome and seconds; a failure's or error's
+    traceback (its end, where the assertion is) so that the results file says why."""
     if not path.is_file():
         return []
     cases = []
     for case in ET.parse(path).getroot().iter("testcase"):
-        outcome = "passed"
+        outcome, why = "passed", None
         for tag in ("failure", "error", "skipped"):
-            if case.find(tag) is not None:
+            found = case.find(tag)
+            if found is not None:
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+                text = found.text or found.get("message") or ""
+                why = text[-FAILURE_CHARS:] if tag != "skipped" else found.get("message")
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        cases.append({"test": name, "outcome": outcome, "seconds": float(case.get("time", 0))})
+        row = {"test": name, "outcome": outcome, "seconds": float(case.get("time", 0))}
+        cases.append({**row, "why": why} if why else row)
     return cases
 
 

@@ -180,7 +180,23 @@ def test_cuda_candidates_build_ahead_and_the_ncu_run_compiles_nothing(tmp_path: 
     assert [(b["ahead"], bool(b["compiled"])) for b in builds] == [(True, True)] * 2, builds
     assert all(b.get("parallel") == 2 for b in builds), builds
     manifest = json.loads((run.run_dir / "manifest.json").read_text())
-    assert [b["compiled"] for b in manifest["builds"]] == [[], []]  # the ncu process
+    # the ncu process; where it built, each build folder's ninja log and flags say why
+    assert [b["compiled"] for b in manifest["builds"]] == [[], []], (
+        manifest["builds"],
+        ninja_evidence(tmp_path / pipeline.CUDA_CACHE),
+    )
+
+
+def ninja_evidence(cache: Path) -> dict[str, object]:
+    """Each build folder's ninja log and flags: what ninja ran, and with which command."""
+    found: dict[str, object] = {}
+    for ninja in sorted(cache.glob("ext-*/*/build.ninja")):
+        log = ninja.parent / ".ninja_log"
+        found[str(ninja.parent.relative_to(cache))] = {
+            "log": log.read_text().splitlines()[-8:] if log.is_file() else None,
+            "flags": ninja_values(ninja.parent),
+        }
+    return found
 
 
 @pytest.mark.gpu

@@ -61,6 +61,10 @@ def test_default_argv() -> None:
             {"sections": ["SpeedOfLight", "Occupancy"]},
             ["--section", "SpeedOfLight", "--section", "Occupancy"],
         ),
+        (
+            {"sections": ["SourceCounters"]},
+            ["--section", "SourceCounters", "--import-source", "yes"],
+        ),
     ],
 )
 def test_each_option_becomes_its_flag(options: dict[str, object], expected: list[str]) -> None:
@@ -68,6 +72,10 @@ def test_each_option_becomes_its_flag(options: dict[str, object], expected: list
     start = next(i for i in range(len(full)) if full[i : i + len(expected)] == expected)
     assert full[start : start + len(expected)] == expected
     assert full[-len(TARGET) :] == TARGET
+
+
+def test_source_text_is_imported_only_with_source_counters() -> None:
+    assert "--import-source" not in argv(sections=["SpeedOfLight"])
 
 
 def test_no_nvtx_filter_when_asked() -> None:

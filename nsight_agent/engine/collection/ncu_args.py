@@ -81,9 +81,16 @@ def collection_args(options: NcuOptions) -> list[str]:
         argv += ["--metrics", ",".join(options.metrics)]
     for section in options.sections:
         argv += ["--section", section]
+    if SOURCE_SECTION in options.sections:
+        # The source lines' text goes into the report: hot lines show the code, a library's
+        # inlined code is matched to the user's call (diagnose/call_sites.py), and the report
+        # stays readable after the run folder is trimmed.
+        argv += ["--import-source", "yes"]
     argv += list(launch_sampling.NCU_ARGS) if options.sample_launches else []
     return argv + list(options.extra_args)
 
+
+SOURCE_SECTION = "SourceCounters"  # per-instruction counters, correlated to source lines
 
 # Pre-launched targets (worker/targets.py, collection/collect/attach.py): the report, metrics
 # and replay options go on the attach; each target listens on its own block of ports.
