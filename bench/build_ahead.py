@@ -193,6 +193,8 @@ def build_part(scratch: Path) -> dict[str, Any]:
 
 def calls_part(scratch: Path) -> dict[str, Any]:
     from nsight_agent.engine.executors.local import LocalExecutor
+    from nsight_agent.engine.pipeline import Job
+    from nsight_agent.engine.store.runs import RunResult
     from nsight_agent.engine.worker.pool import WorkerPool
     from nsight_agent.request import ProfileRequest
 
@@ -213,7 +215,8 @@ def calls_part(scratch: Path) -> dict[str, Any]:
 
     def one(executor: LocalExecutor, root: Path, rows: list[dict[str, Any]]) -> None:
         start = time.monotonic()
-        run = executor.time(request(), runs_root=root)
+        run = executor.run(Job(request(), root, mode="timing"))
+        assert isinstance(run, RunResult)
         wall = time.monotonic() - start
         builds = run.preflight.builds if run.preflight is not None else []
         ok = [c.ok for c in run.checks]

@@ -208,6 +208,11 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
         for side, what in PRELAUNCH_SIDES.items()
         if side in medians
     ]
+    first = found.get("first_call") or {}
+    if rows and first:
+        what = "a server's first profile_kernel, right after connecting"
+        rows.insert(1, [what, seconds(first.get("seconds")), found.get("first_call_over_floor"),
+                        str(first.get("path") or "")])  # fmt: skip
     if rows:
         blocks.append(table(["call", "median", "of the floor", "collection"], rows))
         blocks.append(

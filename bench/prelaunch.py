@@ -2,7 +2,8 @@
 
 Two ``nsight-agent serve`` over stdio, each driven by a real MCP client: one with
 ``NSIGHT_AGENT_TARGETS=0`` (every ncu run cold, as before) and one with ``NSIGHT_AGENT_TARGETS=1``.
-Per round, in alternating order:
+First, the pre-launched server's first ``profile_kernel``, called as soon as its client has
+connected (the server warms its first target at start). Per round, in alternating order:
 
   floor        python + torch + one kernel under ncu, one metric (the raw wall to beat)
   cold         profile_kernel of that kernel (one config, one run) on the cold server
@@ -203,8 +204,13 @@ async def measure(
     paths: dict[str, list[str]] = {k: [] for k in (*sides[1:], "burst")}
     out: dict[str, Any] = {"times": times, "paths": paths}
     async with contextlib.AsyncExitStack() as stack:
-        cold = await stack.enter_async_context(server("cold", "0"))
+        # A server's first profile_kernel, called as soon as the client has connected (the
+        # server warms its first target at start): before any other server exists.
         warm = await stack.enter_async_context(server("prelaunched", "1"))
+        seconds, answer = await warm.call("profile_kernel", PROFILE)
+        out["first_call"] = {"seconds": round(seconds, 3), "path": answer.get("collection")}
+        say(f"prelaunched server's first call {seconds:.2f} s ({answer.get('collection')})")
+        cold = await stack.enter_async_context(server("cold", "0"))
         # A server per by-name choice: its one pass asks for those sections' counters by name.
         diagnosing = {"diagnose": warm}
         for choice in by_name:
@@ -212,7 +218,9 @@ async def measure(
             diagnosing[f"diagnose_{choice}"] = await stack.enter_async_context(named)
         # Warm them: the worker, the CUDA caches; with targets, the first profile job starts
         # the slot's targets.
-        for s in dict.fromkeys((cold, warm, *diagnosing.values())):
+        for s in dict.fromkeys((cold, *diagnosing.values())):
+            if s is warm:
+                continue
             seconds, answer = await s.call("profile_kernel", PROFILE)
             say(f"{s.name} warm-up call {seconds:.2f} s ({answer.get('collection')})")
         out["first_ready_s"] = await warm.wait_ready()
@@ -337,6 +345,10 @@ def summary(out: dict[str, Any]) -> dict[str, Any]:
         if medians.get("cold") and medians.get("prelaunched")
         else None,
         "burst_prelaunched": f"{prelaunched} of {len(out['paths']['burst'])}",
+        # a server's first profile_kernel against the raw floor (target: at most 0.6)
+        "first_call_over_floor": round(out["first_call"]["seconds"] / floor, 3)
+        if floor and out.get("first_call")
+        else None,
         # diagnose_kernel from source against one pre-launched profile_kernel
         "diagnose_over_prelaunched": round(medians["diagnose"] / medians["prelaunched"], 3)
         if medians.get("diagnose") and medians.get("prelaunched")
