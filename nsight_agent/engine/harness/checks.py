@@ -166,7 +166,7 @@ def _errors(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> tuple
     n_bad = 0
     for start in range(0, flat_a.numel(), ERROR_CHUNK):
         x = flat_a[start : start + ERROR_CHUNK].to(wide)
-        y = flat_b[start : start + ERROR_CHUNK].to(wide)
+        y = flat_b[start : start + ERROR_CHUNK].to(x.device).to(wide)  # a copy on the host
         diff = (x - y).abs()
         ref = y.abs()
         rel = torch.where(
