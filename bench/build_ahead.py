@@ -192,6 +192,7 @@ def build_part(scratch: Path) -> dict[str, Any]:
 
 
 def calls_part(scratch: Path) -> dict[str, Any]:
+    from nsight_agent.engine.executors.base import Executor
     from nsight_agent.engine.executors.local import LocalExecutor
     from nsight_agent.engine.pipeline import Job
     from nsight_agent.engine.store.runs import RunResult
@@ -213,7 +214,7 @@ def calls_part(scratch: Path) -> dict[str, Any]:
             }
         )
 
-    def one(executor: LocalExecutor, root: Path, rows: list[dict[str, Any]]) -> None:
+    def one(executor: Executor, root: Path, rows: list[dict[str, Any]]) -> None:
         start = time.monotonic()
         run = executor.run(Job(request(), root, mode="timing"))
         assert isinstance(run, RunResult)

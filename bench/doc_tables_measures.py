@@ -30,7 +30,7 @@ def effect_size(data: dict[str, Any]) -> list[str]:
             called = sum(r["verdict"] in ("faster", "slower") for r in same)
             bare = sum(r["intervals_only"] in ("faster", "slower") for r in same)
             worst = max((abs(r["change_pct"]) for r in same), default=None)
-            slow = next((r for r in mine if r["variant"] == "slower5"), {})
+            slow: dict[str, Any] = next((r for r in mine if r["variant"] == "slower5"), {})
             change = slow.get("change_pct")
             said = (
                 f"{change:+.2f} % {slow.get('verdict')}"

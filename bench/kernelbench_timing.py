@@ -152,7 +152,7 @@ def ours(
         "verdict_call": verdicts.get("call"),
         "bases_opposite": opposite,
         "said": bool(s.disagreements) if opposite else None,
-        "disagreement": (s.disagreements or [None])[0],
+        "disagreement": s.disagreements[0] if s.disagreements else None,
     }
 
 
@@ -247,7 +247,9 @@ def limit_s(args: argparse.Namespace, elapsed: float) -> float:
     """A problem's limit (each stage of our run, and KernelBench's side): the cap, or half
     of what is left of the budget, at least 30 s, so the last problem started ends soon
     after the budget."""
-    return max(30.0, min(args.problem_timeout_s, (args.budget_s - elapsed) / 2))
+    cap: float = args.problem_timeout_s
+    budget: float = args.budget_s
+    return max(30.0, min(cap, (budget - elapsed) / 2))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +26,18 @@ PY = sys.executable
 TAIL_CHARS = 1500
 
 
-def command(argv: list[str], limit_s: float, cwd: Path = ROOT, **env: str) -> dict[str, Any]:
-    """Run ``argv``: its exit code (124 past its limit), seconds, the tail of what it printed
-    and its whole stdout (also echoed, so a log of the suite shows where time went)."""
+def command(
+    argv: list[str], limit_s: float, cwd: Path = ROOT, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``argv`` in ``cwd`` with ``env`` added to this environment: its exit code (124 past
+    its limit), seconds, the tail of what it printed and its whole stdout (also echoed, so a
+    log of the suite shows where time went)."""
     start = time.monotonic()
     print(f"=== {' '.join(argv)} (limit {limit_s:.0f} s)", flush=True)
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

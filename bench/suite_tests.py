@@ -62,7 +62,7 @@ def examples(scratch: Path) -> dict[str, Any]:
         folder = scratch / example.stem
         folder.mkdir(parents=True, exist_ok=True)
         env = {"NSIGHT_AGENT_EXAMPLE_OUT": str(folder)}
-        done = command([PY, str(example)], min(EXAMPLE_LIMIT_S, left), cwd=folder, **env)
+        done = command([PY, str(example)], min(EXAMPLE_LIMIT_S, left), cwd=folder, env=env)
         done.pop("stdout")
         rows.append({"example": example.name, **done})
     return {
@@ -77,7 +77,7 @@ def mcp_session(scratch: Path) -> dict[str, Any]:
     kept, and the transcript it printed."""
     calls_file = scratch / "calls.json"
     env = {"NSIGHT_AGENT_DEMO_JSON": str(calls_file)}
-    run = command([PY, "-m", "nsight_agent.demo"], MCP_SESSION_LIMITS["demo"], **env)
+    run = command([PY, "-m", "nsight_agent.demo"], MCP_SESSION_LIMITS["demo"], env=env)
     transcript = run.pop("stdout")
     calls = json.loads(calls_file.read_text()) if calls_file.is_file() else []
     return {

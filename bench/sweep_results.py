@@ -46,5 +46,7 @@ def environment(meta: dict[str, Any]) -> dict[str, Any]:
 
 def write_sweep(sweep: dict[str, Any], root: Path = RESULTS) -> Path:
     """A merged sweep (``meta``, ``summary``, ``rows``) as the suite's results file."""
-    payload = {key: sweep[key] for key in ("meta", "summary", "rows") if key in sweep}
+    payload: dict[str, Any] = {
+        key: sweep[key] for key in ("meta", "summary", "rows") if key in sweep
+    }
     return write(SUITE, payload, root, env=environment(sweep.get("meta") or {}))

@@ -6,26 +6,31 @@ With TRITON_INTERPRET=1 and --small it runs tiny sizes on the CPU, as a smoke te
 
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import triton
 
 sys.path.insert(0, os.path.dirname(__file__) or ".")
-import planted_triton as pt
+if TYPE_CHECKING:  # run as a script, this folder is on sys.path; mypy reads the package
+    from bench.planted import planted_triton as pt
+else:
+    import planted_triton as pt
 
 LAUNCHES = 3
 SMS = 132
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     kid = argv[1]
     small = "--small" in argv
     dev = "cpu" if small else "cuda"
 
-    def rand(n, dtype=torch.float32):
+    def rand(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.rand(n, device=dev, dtype=torch.float32).to(dtype)
 
-    def launch(fn):
+    def launch(fn: Callable[[], object]) -> None:
         for _ in range(LAUNCHES):
             fn()
 
@@ -116,12 +121,12 @@ def main(argv):
         n = 4096 if small else 64 << 20
         x = rand(n)
 
-        def step():
+        def step() -> None:
             if not small:  # default NVTX domain, a range named as another tool would name it
-                torch.cuda.nvtx.range_push("other_tool:step")
+                torch.cuda.nvtx.range_push("other_tool:step")  # type: ignore[no-untyped-call]
             pt.nvtx_tl_scale[(triton.cdiv(n, 4096),)](x, n, 0.999, BLOCK=4096, num_warps=8)
             if not small:
-                torch.cuda.nvtx.range_pop()
+                torch.cuda.nvtx.range_pop()  # type: ignore[no-untyped-call]
 
         launch(step)
     # ------------------------------------------------------------ held-out kernels

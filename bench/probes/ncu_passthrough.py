@@ -48,7 +48,7 @@ def barrier_kernel(x_ptr, out_ptr, n, ITERS: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, acc, mask=mask)
 
 
-def setup(n: int, device: str = "cuda"):
+def setup(n: int, device: str = "cuda") -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.rand(n, device=device)
     return x, torch.empty_like(x)
 
@@ -57,17 +57,17 @@ def _grid(n: int) -> tuple[int]:
     return (triton.cdiv(n, BLOCK),)
 
 
-def run_sfu(x, out):
+def run_sfu(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     sfu_kernel[_grid(x.numel())](x, out, x.numel(), ITERS=ITERS, BLOCK=BLOCK)
     return out
 
 
-def run_hash(x, out):
+def run_hash(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     ints = out.view(torch.int32)
     hash_kernel[_grid(x.numel())](ints, x.numel(), ITERS=ITERS, BLOCK=BLOCK)
     return ints
 
 
-def run_barrier(x, out):
+def run_barrier(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     barrier_kernel[_grid(x.numel())](x, out, x.numel(), ITERS=ITERS, BLOCK=BLOCK, num_warps=16)
     return out

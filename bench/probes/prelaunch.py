@@ -343,10 +343,10 @@ def main() -> None:
     args = ap.parse_args()
     only = {"imports": (args.imports, imports), "scoping": (args.scoping, scoping),
             "filters": (args.filters_only, filters)}  # fmt: skip
-    for label, (asked, cases) in only.items():
+    for label, (asked, probe) in only.items():
         if asked:
             Path(args.out).mkdir(parents=True, exist_ok=True)
-            found = cases(Path(tempfile.mkdtemp(prefix="prelaunch-")))
+            found = probe(Path(tempfile.mkdtemp(prefix="prelaunch-")))
             Path(args.out, f"prelaunch_{label}.json").write_text(json.dumps(found, indent=1))
             return
     out: dict[str, Any] = {}

@@ -215,7 +215,7 @@ def main(argv: list[str]) -> None:
         walls.sort()
         print(json.dumps({"step": argv[1], "wall_median_us": round(walls[10] * 1e6, 1)}))
         return
-    with torch.autograd.profiler.emit_nvtx(record_shapes=True):
+    with torch.autograd.profiler.emit_nvtx(record_shapes=True):  # type: ignore[no-untyped-call]
         rid = torch.cuda.nvtx.range_start("step")
         step()
         torch.cuda.synchronize()
