@@ -35,9 +35,8 @@ L2_FALLBACK_BYTES = 256 * 1024 * 1024
 
 class L2Flush:
     """Empties the L2 of the previous call's data: a read of twice its size leaves it holding
-    clean lines, as ncu's flush does. (Writing the buffer left dirty lines that the timed
-    call paid to write back: +14 to +26 % on 2-35 us kernels on the H200,
-    bench/probes/timing_cost.py.) A no-op when not ``enabled`` or not on CUDA."""
+    clean lines, as ncu's flush does (writing the buffer would leave dirty lines that the
+    timed call pays to write back). A no-op when not ``enabled`` or not on CUDA."""
 
     def __init__(self, device: str, enabled: bool) -> None:
         self.buffer: Any = None
