@@ -78,6 +78,7 @@ def json_in(text: str) -> Any:
     return json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 else None
 
 
+SESSION_MARGIN_S = 80  # a GPU test's usual length: the one running at the deadline may finish
 FAILURE_CHARS = 3000  # of a failed test's traceback kept in the results file
 
 
@@ -111,10 +112,13 @@ def pytest_step(
     scratch: Path, name: str, marker: str, paths: list[str], limit_s: float
 ) -> dict[str, Any]:
     """One pytest run: its exit, seconds and each test case's outcome (JUnit XML; cut by its
-    limit, pytest writes none, and each test's ``-v`` line says instead)."""
+    limit, pytest writes none, and each test's ``-v`` line says instead). pytest starts no
+    test past the limit less ``SESSION_MARGIN_S``, so that it ends by itself and writes the
+    XML with each failure's traceback."""
     xml = scratch / f"{name}.xml"
     workers = ["-n", "6"] if marker != "gpu_fault" else []  # ncu runs queue on the GPU's lock
-    argv = [PY, "-m", "pytest", "-m", marker, *workers, "-v", "-rfEX", "--tb=short"]
+    session = f"--session-timeout={max(1, int(limit_s - SESSION_MARGIN_S))}"
+    argv = [PY, "-m", "pytest", "-m", marker, *workers, "-v", "-rfEX", "--tb=short", session]
     step = command([*argv, f"--junitxml={xml}", *paths], limit_s)
     tests = junit(xml) or outcomes(step.pop("stdout"))
     step.pop("stdout", None)

@@ -13,7 +13,7 @@ from bench.steps import PY, command, counted, pytest_step
 # The matrix's ncu rows and the output judgement run a full ncu profile and a timing run per
 # case: a suite of their own, so that each suite fits within one 600 s command.
 JUDGEMENT_TESTS = ("tests/test_conformance.py", "tests/test_output_judgement.py")
-GPU_TESTS_LIMITS = {"gpu": 360, "gpu_fault": 120}
+GPU_TESTS_LIMITS = {"gpu": 425, "gpu_fault": 115}
 CONFORMANCE_LIMITS = {"conformance": 480}
 EXAMPLE_LIMIT_S = 120
 EXAMPLES_LIMITS = {"examples": 420}  # all of them: no example starts past this

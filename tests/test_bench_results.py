@@ -152,3 +152,24 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat")
     return not (status.is_file() and status.read_text().split()[2] == "Z")  # a zombie is gone
+
+
+def test_a_pytest_step_keeps_each_failures_traceback_and_starts_nothing_past_its_limit(
+    tmp_path: Path,
+) -> None:
+    cases = tmp_path / "test_cases.py"
+    cases.write_text(
+        "import time\n\nimport pytest\n\n\n"
+        "@pytest.mark.gpu_fault\ndef test_wrong() -> None:\n    assert 1 + 1 == 3, 'planted'\n\n\n"
+        "@pytest.mark.gpu_fault\ndef test_slow() -> None:\n    time.sleep(4)\n\n\n"
+        "@pytest.mark.gpu_fault\ndef test_late() -> None:\n    pass\n"
+    )
+    limit = steps.SESSION_MARGIN_S + 3  # pytest starts no test 3 s after it began
+    step = steps.pytest_step(
+        tmp_path, "cases", "gpu_fault", ["-p", "no:randomly", str(cases)], limit
+    )
+    by_name = {c["test"].rsplit("::", 1)[-1]: c for c in step["tests"]}
+    assert by_name["test_wrong"]["outcome"] == "failed"
+    assert "planted" in by_name["test_wrong"]["why"] and "assert" in by_name["test_wrong"]["why"]
+    assert by_name["test_slow"]["outcome"] == "passed" and "why" not in by_name["test_slow"]
+    assert "test_late" not in by_name and step["rc"] != 124
