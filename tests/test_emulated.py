@@ -82,7 +82,7 @@ def test_emulated_against_native_gets_no_speed_verdict_and_says_why(tmp_path: Pa
     warnings = run_warnings(run, run.processed)
     summary = compare_view.compare_summary(comparison, run, warnings)
     said = text.render_compare(summary)
-    assert f"triton 32 ms ({LABEL}) emulated" in said, said
+    assert f"triton 32 ms (median 32.1 ms; {LABEL}) emulated" in said, said
     assert "slower" not in said.split("rule:")[0] and "x0." not in said
     assert any(w.startswith(LABEL) for w in warnings), warnings
     dumped = summary.model_dump()["configs"][0]["variants"]["triton"]

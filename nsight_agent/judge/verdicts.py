@@ -70,6 +70,7 @@ VERDICT_RULE = verdict_rule()
 
 class VariantTiming(BaseModel):
     time: float | None = Field(default=None, description="Mean of the time metric")
+    median: float | None = Field(default=None, description="Median of the time metric")
     rsd_pct: float | None = None
     speedup: float | None = Field(default=None, description="baseline time / this time")
     verdict: Verdict
@@ -150,7 +151,11 @@ def timing(
     if failed or is_base:
         speedup = None  # a wrong variant gets its time shown, never a speedup
     return VariantTiming(
-        time=t, rsd_pct=sig(r.get("RelativeStdDevPct"), 3), speedup=speedup, verdict=verdict
+        time=t,
+        median=sig(r.get("MedianValue")),
+        rsd_pct=sig(r.get("RelativeStdDevPct"), 3),
+        speedup=speedup,
+        verdict=verdict,
     )
 
 

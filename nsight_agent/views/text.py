@@ -158,8 +158,10 @@ def render_compare(s: CompareSummary, metric_label: Mapping[str, str] | None = N
         parts = []
         for name, v in c.variants.items():
             sp = f" x{v.speedup:.3g}" if v.speedup is not None else ""
-            emulated = f" ({label(v.emulated)})" if v.emulated else ""
-            parts.append(f"{name} {_fmt(v.time, s.unit)}{emulated}{sp} {v.verdict}")
+            said = [f"median {_fmt(v.median, s.unit)}"] if v.median is not None else []
+            said += [label(v.emulated)] if v.emulated else []
+            aside = f" ({'; '.join(said)})" if said else ""
+            parts.append(f"{name} {_fmt(v.time, s.unit)}{aside}{sp} {v.verdict}")
         lines.append(f"{_cfg(c.config)}: " + "; ".join(parts))
     for name, o in s.overall.items():
         if o.verdict != "baseline":
