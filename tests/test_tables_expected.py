@@ -86,6 +86,26 @@ async def test_profile_answers_carry_median_and_percentiles(sweep: Any, tmp_path
     assert re.search(r"\(median [\d.]+ us, p20-p80 [\d.]+ us-[\d.]+ us, n=3", said), said
 
 
+def test_a_comparison_shows_each_cells_median_beside_its_mean(sweep: Any, tmp_path: Path) -> None:
+    run = sweep.run(tmp_path)
+    s = summaries.compare_summary(run)
+    frame = run.processed.set_index(["Annotation", "n"])
+    for c in s.configs:
+        for name, cell in c.variants.items():
+            row = frame.loc[(name, c.config["n"])]
+            assert cell.median == pytest.approx(row["MedianValue"], rel=1e-3)
+            assert cell.time == pytest.approx(row["AvgValue"], rel=1e-3)
+    first = s.configs[0].variants
+    said = text.render_compare(s)
+    for name, cell in first.items():
+        assert f"{name} {text.readable(cell.time, s.unit)} (median " in said, said
+    console = Console(width=240, record=True)
+    console.print(tables.compare(s))
+    header = next(line for line in console.export_text().splitlines() if "median" in line)
+    words = [w for w in re.split(r"[┃│\s]+", header) if w]
+    assert words == ["config", "variant", "mean", "median", "rsd", "speedup", "verdict"], header
+
+
 def test_a_one_variant_table_names_its_variant(sweep: Any, tmp_path: Path) -> None:
     name = sweep.variants()[0]
     run = sweep.run(tmp_path, variants=[name])

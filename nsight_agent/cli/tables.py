@@ -171,14 +171,16 @@ def diagnosis(d: ReportDiagnosis) -> RenderableType:
 def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) -> RenderableType:
     metric = (metric_label or {}).get(s.metric, s.metric)
     table = _table(f"run {s.run_id}: {metric} against baseline {s.baseline!r}")
-    for name in ("config", "variant", "time", "rsd", "speedup", "verdict"):
-        table.add_column(name, justify="right" if name in ("time", "rsd", "speedup") else "left")
+    numbers = ("mean", "median", "rsd", "speedup")
+    for name in ("config", "variant", *numbers, "verdict"):
+        table.add_column(name, justify="right" if name in numbers else "left")
     for c in s.configs:
         for i, (name, v) in enumerate(c.variants.items()):
             table.add_row(
                 _cfg(c.config) if i == 0 else "",
                 name,
                 readable(v.time, s.unit) + (f" ({label(v.emulated)})" if v.emulated else ""),
+                readable(v.median, s.unit),
                 _pct(v.rsd_pct),
                 f"x{v.speedup:.3g}" if v.speedup is not None else "",
                 Text(v.verdict, style=VERDICT_STYLE.get(v.verdict, "")),
