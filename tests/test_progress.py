@@ -20,6 +20,7 @@ from mcp import Client
 from nsight_agent import stages
 from nsight_agent.cli.progress_lines import PlainLines, render
 from nsight_agent.engine.store import progress
+from nsight_agent.engine.worker.timer import CPU_PROBE_ENV
 from nsight_agent.server.app import build_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +73,28 @@ def test_the_follower_shows_every_stage_of_a_file_written_meanwhile(tmp_path: Pa
     assert progress.parse("not a progress line") is None
 
 
+def test_the_ncu_runs_poll_says_the_harness_latest_whole_line_once(tmp_path: Path) -> None:
+    from nsight_agent.engine import pipeline
+
+    path = tmp_path / "progress.txt"
+    seen: list[tuple[int, int, str]] = []
+    poll = pipeline._poller(None, lambda d, t, m: seen.append((d, t, m)), path, 12)
+    poll()  # no file yet: nothing
+    progress.append(path, 1, 12, "config 1 of 3: run 1 of 2, ref")
+    progress.append(path, 2, 12, "config 1 of 3: run 1 of 2, new")
+    with open(path, "a") as f:
+        f.write("3/12 config 1 of 3: run 2 of 2, r")  # being written: waits
+    poll()
+    poll()  # nothing new: nothing said again
+    with open(path, "a") as f:
+        f.write("ef\n")
+    poll()
+    assert seen == [
+        (2, 12, "config 1 of 3: run 1 of 2, new"),
+        (3, 12, "config 1 of 3: run 2 of 2, ref"),
+    ]
+
+
 def test_only_sources_that_build_code_have_a_compile_stage() -> None:
     from nsight_agent.request import ProfileRequest
 
@@ -83,7 +106,8 @@ def test_only_sources_that_build_code_have_a_compile_stage() -> None:
 
 
 def _cli(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NSIGHT_AGENT_RUNS": str(root)}
+    # the CPU speed probe on, as a user has it: `check` must see a machine slowed by load
+    env = {**os.environ, "NSIGHT_AGENT_RUNS": str(root), CPU_PROBE_ENV: "1"}
     return subprocess.run(
         [sys.executable, "-m", "nsight_agent", *args],
         capture_output=True,  # stderr is a pipe, not a terminal

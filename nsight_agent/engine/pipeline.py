@@ -45,7 +45,7 @@ from nsight_agent.engine.collection.preflight_run import raise_if_broken
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.harness.errors import SourceError
 from nsight_agent.engine.store import records, retention
-from nsight_agent.engine.store.progress import following, opening
+from nsight_agent.engine.store.progress import following, latest, opening
 from nsight_agent.engine.store.run_status import RunRecord, run_record
 from nsight_agent.engine.store.runs import (
     OutputCheck,
@@ -335,18 +335,19 @@ def _default_device() -> str:
 def _poller(
     cancel: threading.Event | None, on_progress: Progress | None, progress: Path | None, total: int
 ) -> Callable[[], None]:
-    shown = [-1]
+    """Between looks at a running ncu process: a cancel raises; the harness's latest progress
+    line (its calls done of ``total``) goes to ``on_progress`` when it is new."""
+    shown: list[tuple[int, int, str] | None] = [None]
 
     def poll() -> None:
         if cancel is not None and cancel.is_set():
             raise RunCancelledError("The run was cancelled; its processes were killed.")
-        if on_progress is None or progress is None or not progress.exists():
+        if on_progress is None or progress is None:
             return
-        lines = progress.read_text().splitlines()
-        if len(lines) != shown[0] and lines:
-            shown[0] = len(lines)
-            message = lines[-1].split(" ", 1)[-1]
-            on_progress(len(lines), total, message)
+        now = latest(progress)
+        if now is not None and now != shown[0]:
+            shown[0] = now
+            on_progress(now[0], total, now[2])
 
     return poll
 

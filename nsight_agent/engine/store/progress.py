@@ -33,6 +33,22 @@ def parse(line: str) -> tuple[int, int, str] | None:
     return int(done), int(total), message
 
 
+def complete_lines(path: Path) -> list[str] | None:
+    """The whole lines of a progress file (a line being written waits); None before the
+    file exists."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    return text[: text.rfind("\n") + 1].splitlines()
+
+
+def latest(path: Path) -> tuple[int, int, str] | None:
+    """(done, total, message) of the file's last whole line; None while it has none."""
+    lines = complete_lines(path)
+    return parse(lines[-1]) if lines else None
+
+
 def last_of_each_stage(lines: list[str]) -> list[tuple[int, int, str]]:
     """Of new lines, the last of each run of one stage, in order: a stage that began and
     ended between two looks is still shown, its every run line is not."""
@@ -56,11 +72,9 @@ def following(path: Path, on_progress: Progress | None) -> Iterator[None]:
     seen = [0]
 
     def look() -> None:
-        try:
-            text = path.read_text()
-        except OSError:  # not written yet
+        lines = complete_lines(path)
+        if lines is None:  # not written yet
             return
-        lines = text[: text.rfind("\n") + 1].splitlines()  # a line being written waits
         new, seen[0] = lines[seen[0] :], len(lines)
         for done, total, message in last_of_each_stage(new):
             on_progress(done, total, message)
