@@ -26,7 +26,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from nsight_agent.engine import process
-from nsight_agent.server.shutdown import PR_SET_CHILD_SUBREAPER, children
+from nsight_agent.server.shutdown import PR_SET_CHILD_SUBREAPER, child_states
 from tests.test_records_shutdown import (
     HANGS,
     IN_PREFLIGHT,
@@ -55,23 +55,23 @@ def left_behind() -> Iterator[dict[int, tuple[str, int]]]:
     """This process as the subreaper for the block; yields, filled at the end, the processes
     that came to it (pid -> (state, group)) beside the children it had before. They are then
     killed and reaped, so a failure leaves nothing either."""
-    before = set(children())
+    before = set(child_states())
     found: dict[int, tuple[str, int]] = {}
     set_subreaper(True)
     try:
         yield found
         time.sleep(0.5)  # a SIGKILLed process dies in milliseconds
-        found.update({p: s for p, s in children().items() if p not in before})
+        found.update({p: s for p, s in child_states().items() if p not in before})
     finally:
         set_subreaper(False)
-        for pid in set(children()) - before:
+        for pid in set(child_states()) - before:
             with suppress(ProcessLookupError, ChildProcessError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
 
 
 def server_pid(before: set[int]) -> int:
-    (pid,) = [p for p in children() if p not in before]
+    (pid,) = [p for p in child_states() if p not in before]
     return pid
 
 
@@ -113,7 +113,7 @@ async def test_an_sdk_client_leaving_mid_run_leaves_no_zombie(
     )
     args = {"source": HANGS.format(when=when, flag=str(flag)), "configs": [{"n": 8}],
             "language": "torch", **({} if ncu else {"method": "timing"})}  # fmt: skip
-    before = set(children())
+    before = set(child_states())
     with left_behind() as leftovers:
         async with (
             Client(params, read_timeout_seconds=120) as client,
@@ -144,9 +144,9 @@ ADOPTING = textwrap.dedent(
     os.killpg(parent.pid, signal.SIGKILL)
     parent.wait()
     time.sleep(0.5)
-    adopted = [p for p, (state, _) in shutdown.children().items() if p != direct.pid]
+    adopted = [p for p, (state, _) in shutdown.child_states().items() if p != direct.pid]
     reaped = shutdown.reap_adopted()
-    print(len(adopted), reaped == adopted, direct.wait(), sorted(shutdown.children()))
+    print(len(adopted), reaped == adopted, direct.wait(), sorted(shutdown.child_states()))
     """
 )
 

@@ -54,7 +54,7 @@ def adopt_orphans() -> bool:
     return True
 
 
-def children() -> dict[int, tuple[str, int]]:
+def child_states() -> dict[int, tuple[str, int]]:
     """This process's children: pid -> (state, process group), read from /proc."""
     me, found = os.getpid(), {}
     for entry in Path("/proc").glob("[0-9]*"):
@@ -72,7 +72,7 @@ def reap_adopted() -> list[int]:
     child starts a session) or in ours (a build); an adopted one is a member of a dead child's
     group, which no ``Popen`` of ours waits for."""
     ours, reaped = os.getpgrp(), []
-    for pid, (state, group) in children().items():
+    for pid, (state, group) in child_states().items():
         if state == "Z" and group not in (pid, ours):
             with contextlib.suppress(ChildProcessError):
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -108,7 +108,9 @@ def _killed_by_kill_all() -> set[int]:
     """What ``process.kill_all`` ends: every process carrying our marker, and every child that
     leads its own session (as this package starts each one), in case one is already dying and
     no longer shows its marker. Read before the kill: a dying process's marker cannot be read."""
-    leaders = {pid for pid, (state, group) in children().items() if group == pid and state != "Z"}
+    leaders = {
+        pid for pid, (state, group) in child_states().items() if group == pid and state != "Z"
+    }
     return set(process.marked_processes(process.owner_prefix())) | leaders
 
 
