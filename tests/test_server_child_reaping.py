@@ -25,7 +25,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children
 from nsight_agent.server.shutdown import PR_SET_CHILD_SUBREAPER, child_states
 from tests.test_records_shutdown import (
     HANGS,
@@ -86,7 +86,7 @@ def test_stdin_closed_mid_run_leaves_no_zombie(tmp_path: Path, ncu: bool, when: 
     with left_behind() as leftovers:
         proc = stdio_server_in_a_run(tmp_path, ncu, when)
         try:
-            assert process.marked_processes(f"{proc.pid}-"), "the run started no child"
+            assert children.marked_processes(f"{proc.pid}-"), "the run started no child"
             assert proc.stdin is not None
             proc.stdin.close()
             assert proc.wait(timeout=60) == 0
@@ -95,7 +95,7 @@ def test_stdin_closed_mid_run_leaves_no_zombie(tmp_path: Path, ncu: bool, when: 
                 proc.kill()
                 proc.wait()
     assert not leftovers, f"left by the server (pid -> (state, group)): {leftovers}"
-    assert not process.marked_processes(f"{proc.pid}-")
+    assert not children.marked_processes(f"{proc.pid}-")
 
 
 @pytest.mark.anyio
@@ -124,10 +124,10 @@ async def test_an_sdk_client_leaving_mid_run_leaves_no_zombie(
                 while not flag.exists():
                     await anyio.sleep(0.1)
             pid = server_pid(before)
-            assert process.marked_processes(f"{pid}-"), "the run started no child"
+            assert children.marked_processes(f"{pid}-"), "the run started no child"
             tg.cancel_scope.cancel()
     assert not leftovers, f"left by the server {pid} (pid -> (state, group)): {leftovers}"
-    assert not process.marked_processes(f"{pid}-")
+    assert not children.marked_processes(f"{pid}-")
 
 
 # A subreaper whose child (in a session of its own) started a grandchild; the child is killed
