@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nsight_agent.engine import pipeline, process
+from nsight_agent.engine import children, pipeline
 from nsight_agent.engine.collection.collect import profiled
 from nsight_agent.engine.collection.collect.choose import choose
 from nsight_agent.engine.collection.collect.cold import Cold
@@ -102,7 +102,7 @@ def test_an_early_collect_cut_by_its_limit_is_estimated_from_the_verdict_on(
 
 def _runs_processes(run_dir: Path) -> list[str]:
     """This run's processes (ncu's, its harness's) still alive."""
-    marked = process.marked_processes(process.owner_prefix()).values()
+    marked = children.marked_processes(children.owner_prefix()).values()
     return [m for m in marked if run_dir.name in m]
 
 

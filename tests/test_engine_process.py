@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children, process
 
 ESCAPE = (
     "import subprocess, time\n"
@@ -29,7 +29,7 @@ def test_children_carry_the_marker_and_a_timeout_kills_escaped_grandchildren(
             timeout=2,
             tag="t1",
         )
-    assert process.marked_processes(f"{process.owner_prefix()}t1") == {}
+    assert children.marked_processes(f"{children.owner_prefix()}t1") == {}
 
 
 def test_leftovers_of_a_finished_child_are_killed(tmp_path: Path) -> None:
@@ -38,7 +38,7 @@ def test_leftovers_of_a_finished_child_are_killed(tmp_path: Path) -> None:
         [sys.executable, "-c", code], output_path=tmp_path / "o.log", timeout=30, tag="t2"
     )
     assert done.returncode == 0
-    assert process.marked_processes(f"{process.owner_prefix()}t2") == {}
+    assert children.marked_processes(f"{children.owner_prefix()}t2") == {}
 
 
 def test_a_poll_exception_kills_at_once(tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_a_poll_exception_kills_at_once(tmp_path: Path) -> None:
             tag="t3",
         )
     # Killed before the call returned, not left to its 60 s limit: nothing marked is alive now.
-    assert process.marked_processes(f"{process.owner_prefix()}t3") == {}
+    assert children.marked_processes(f"{children.owner_prefix()}t3") == {}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux only")
@@ -68,17 +68,17 @@ def test_a_child_dies_with_its_parent_even_on_sigkill(tmp_path: Path) -> None:
         f"output_path=Path({str(tmp_path / 'o.log')!r}), timeout=300, tag='orphan')\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", parent], cwd=Path(__file__).parents[1])
-    prefix = process.owner_prefix(proc.pid)
+    prefix = children.owner_prefix(proc.pid)
     deadline = time.monotonic() + 20
-    while not process.marked_processes(prefix):
+    while not children.marked_processes(prefix):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 30  # a wait on state: returns as soon as the child is gone
-    while process.marked_processes(prefix) and time.monotonic() < deadline:
+    while children.marked_processes(prefix) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert process.marked_processes(prefix) == {}
+    assert children.marked_processes(prefix) == {}
 
 
 def test_output_is_capped_with_head_tail_and_the_cut_stated(tmp_path: Path) -> None:
@@ -92,12 +92,12 @@ def test_output_is_capped_with_head_tail_and_the_cut_stated(tmp_path: Path) -> N
 
 
 def test_reap_orphans_spares_live_owners() -> None:
-    env = dict(os.environ, **{process.MARKER: f"{os.getpid()}-mine.1"})
+    env = dict(os.environ, **{children.MARKER: f"{os.getpid()}-mine.1"})
     mine = subprocess.Popen(["sleep", "30"], env=env)
-    dead = dict(os.environ, **{process.MARKER: "999999999-gone.1"})
+    dead = dict(os.environ, **{children.MARKER: "999999999-gone.1"})
     orphan = subprocess.Popen(["sleep", "30"], env=dead)
     try:
-        killed = process.reap_orphans()
+        killed = children.reap_orphans()
         assert orphan.pid in killed and mine.pid not in killed
     finally:
         mine.kill()

@@ -17,7 +17,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason='Ray is not installed (pip install ".[ray]" in a clone)')
 
-from nsight_agent.engine import process  # noqa: E402
+from nsight_agent.engine import children  # noqa: E402
 from nsight_agent.engine.executors.base import Job, JobHandle  # noqa: E402
 from nsight_agent.engine.executors.ray.executor import (  # noqa: E402
     RESOURCE,
@@ -210,7 +210,7 @@ def test_a_cancelled_job_is_reported_cancelled_its_processes_die_and_its_host_st
     while Path(f"/proc/{harness}").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not Path(f"/proc/{harness}").exists(), "the cancelled harness outlived the cancel"
-    assert not [m for m in process.marked_processes(f"{host}-").values() if run_dir.name in m]
+    assert not [m for m in children.marked_processes(f"{host}-").values() if run_dir.name in m]
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "cancelled", status
     assert (run_dir / "preflight-output.log").read_text().startswith("VISIBLE")

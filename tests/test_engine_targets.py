@@ -25,7 +25,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from nsight_agent.engine import pipeline, process
+from nsight_agent.engine import children, pipeline
 from nsight_agent.engine.collection import extract, ncu_args
 from nsight_agent.engine.collection.collect.choose import cold_reason
 from nsight_agent.engine.executors.local import LocalExecutor
@@ -175,7 +175,7 @@ def target_processes() -> dict[int, str]:
     """Live processes of ours that belong to a pre-launched target (launcher or program)."""
     return {
         pid: marker
-        for pid, marker in process.marked_processes(process.owner_prefix()).items()
+        for pid, marker in children.marked_processes(children.owner_prefix()).items()
         if "-target-" in marker
     }
 
@@ -716,12 +716,14 @@ def test_on_a_real_gpu_a_full_pool_leaves_no_process_when_its_server_ends(end: s
     server = subprocess.Popen(
         [sys.executable, "-c", GPU_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
-    prefix = process.owner_prefix(server.pid)
+    prefix = children.owner_prefix(server.pid)
     try:
         assert server.stdout is not None and server.stdin is not None
         said = server.stdout.readline().decode().strip()
         assert said == "2 ready", said
-        ours = {p for p, marker in process.marked_processes(prefix).items() if "-target-" in marker}
+        ours = {
+            p for p, marker in children.marked_processes(prefix).items() if "-target-" in marker
+        }
         assert len(ours) >= 4, ours  # two launchers and the two targets they hold
         if end == "killed":
             server.kill()
@@ -732,4 +734,4 @@ def test_on_a_real_gpu_a_full_pool_leaves_no_process_when_its_server_ends(end: s
         if server.poll() is None:
             server.kill()
             server.wait()
-    wait_for("every launcher and target gone", lambda: not (ours & set(process.marked_processes(prefix))), 60)  # fmt: skip
+    wait_for("every launcher and target gone", lambda: not (ours & set(children.marked_processes(prefix))), 60)  # fmt: skip

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nsight_agent.engine import pipeline, process
+from nsight_agent.engine import children, pipeline
 from nsight_agent.engine.harness import render
 from nsight_agent.engine.worker import shipping, timing
 from nsight_agent.engine.worker.pool import (
@@ -141,7 +141,7 @@ def test_a_crash_is_replaced(worker: Worker, job: object, code: int) -> None:
 def test_a_job_past_its_timeout_is_killed_with_its_children(worker: Worker, tmp_path: Path) -> None:
     before = worker.call(pid_and, 1, timeout=60)[0]
     marker = worker.marker
-    assert process.marked_processes(marker, exact=True)  # the worker carries its marker
+    assert children.marked_processes(marker, exact=True)  # the worker carries its marker
     pid_file = tmp_path / "child.pid"
     start = time.monotonic()
     with pytest.raises(WorkerTimeout):  # time enough to start the grandchild when busy
@@ -149,7 +149,7 @@ def test_a_job_past_its_timeout_is_killed_with_its_children(worker: Worker, tmp_
     print(f"timed out and killed in {time.monotonic() - start:.2f} s")
     grandchild = int(pid_file.read_text())
     assert not alive(before) and not alive(grandchild)
-    assert process.marked_processes(marker, exact=True) == {}
+    assert children.marked_processes(marker, exact=True) == {}
     assert worker.call(pid_and, 1, timeout=120)[0] != before
 
 

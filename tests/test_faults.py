@@ -25,7 +25,7 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children
 from nsight_agent.errors import NcuNotFoundError
 from nsight_agent.server.app import build_server
 
@@ -109,7 +109,7 @@ def left_behind() -> dict[int, str]:
     while True:
         found = {
             pid: marker
-            for pid, marker in process.marked_processes(process.owner_prefix()).items()
+            for pid, marker in children.marked_processes(children.owner_prefix()).items()
             if "-worker-" not in marker
         }
         if not found or time.monotonic() > deadline:
@@ -612,9 +612,9 @@ async def test_cancel_during_a_warm_preflight_kills_the_worker(
                 {"source": source, "configs": [{"n": 8}], "language": "torch", **TIMING},
             )
         deadline = time.monotonic() + 30
-        while process.marked_processes(process.owner_prefix()) and time.monotonic() < deadline:
+        while children.marked_processes(children.owner_prefix()) and time.monotonic() < deadline:
             await anyio.sleep(0.1)
-        assert not process.marked_processes(process.owner_prefix())  # the worker too
+        assert not children.marked_processes(children.owner_prefix())  # the worker too
         after = await client.call_tool(
             "profile_kernel",
             {
@@ -710,22 +710,22 @@ def hanging_server(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     _send(proc, {"id": 2, "method": "tools/call", "params": {"name": "profile_kernel",
                                                             "arguments": args}})  # fmt: skip
     deadline = time.monotonic() + 60
-    while len(process.marked_processes(process.owner_prefix(proc.pid))) < 2:
+    while len(children.marked_processes(children.owner_prefix(proc.pid))) < 2:
         assert time.monotonic() < deadline, "the harness and its grandchild never started"
         time.sleep(0.2)
     yield proc
     proc.kill()
-    process.kill_marked(process.owner_prefix(proc.pid))
+    children.kill_marked(children.owner_prefix(proc.pid))
 
 
 def _gone(pid: int) -> dict[int, str]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        found = process.marked_processes(process.owner_prefix(pid))
+        found = children.marked_processes(children.owner_prefix(pid))
         if not found:
             return {}
         time.sleep(0.1)
-    return process.marked_processes(process.owner_prefix(pid))
+    return children.marked_processes(children.owner_prefix(pid))
 
 
 @pytest.mark.parametrize("how", ["stdin closed", "SIGTERM", "SIGINT", "SIGKILL"])
@@ -743,7 +743,7 @@ def test_server_end_leaves_no_process(hanging_server: subprocess.Popen[bytes], h
     if how == "SIGKILL":
         # The parent-death signal ends the harness; its escaped grandchild is reaped by the
         # next server's start (reap_orphans), as here.
-        process.reap_orphans()
+        children.reap_orphans()
         left = _gone(proc.pid)
     COUNTS["left"] += len(left)
     assert not left, left

@@ -27,7 +27,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children, process
 from nsight_agent.engine.store import run_status
 from nsight_agent.engine.store.run_status import RunRecord, run_record, write_status
 from nsight_agent.engine.store.runs import load_run, new_run_dir, write_request
@@ -143,7 +143,7 @@ def cleanup() -> Iterator[list[subprocess.Popen[bytes]]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        process.kill_marked(process.owner_prefix(proc.pid))
+        children.kill_marked(children.owner_prefix(proc.pid))
 
 
 STAGES = [
@@ -183,7 +183,7 @@ def test_a_server_ended_mid_run_records_the_run_interrupted_by_who_ended_it(
     assert status["status"] == "interrupted", status
     assert status["ended_by"] == who and status["stage"] == stage, status
     assert who in status["message"] and not any(b in status["message"] for b in BLAME), status
-    wait_for("every child gone", lambda: not process.marked_processes(f"{proc.pid}-"), 20)
+    wait_for("every child gone", lambda: not children.marked_processes(f"{proc.pid}-"), 20)
 
 
 async def test_an_sdk_client_leaving_mid_run_is_not_blamed_on_the_source(tmp_path: Path) -> None:
@@ -337,7 +337,7 @@ def test_a_failure_while_the_process_ends_is_an_interruption(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_id, run_dir = new_run_dir(tmp_path)
-    monkeypatch.setattr(process, "_ending", ["the client's exit (stdin closed)"])
+    monkeypatch.setattr(children, "_ending", ["the client's exit (stdin closed)"])
     RunRecord(run_dir, run_id).failed(RuntimeError("the worker died during the job (signal 9)"))
     status = run_status.read_status(run_dir)
     assert status is not None and status["status"] == "interrupted", status
@@ -355,7 +355,7 @@ def test_a_cancelled_run_says_who_cancelled_it(tmp_path: Path) -> None:
 def test_a_child_that_dies_while_the_process_ends_raises_interrupted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(process, "_ending", ["the server's shutdown (SIGTERM)"])
+    monkeypatch.setattr(children, "_ending", ["the server's shutdown (SIGTERM)"])
     with pytest.raises(RunInterruptedError, match=r"interrupted by the server's shutdown"):
         process.run_to_file(
             [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],

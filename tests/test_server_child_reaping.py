@@ -25,8 +25,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from nsight_agent.engine import process
-from nsight_agent.server.shutdown import PR_SET_CHILD_SUBREAPER, children
+from nsight_agent.engine import children
+from nsight_agent.server.shutdown import PR_SET_CHILD_SUBREAPER, child_states
 from tests.test_records_shutdown import (
     HANGS,
     IN_PREFLIGHT,
@@ -55,23 +55,23 @@ def left_behind() -> Iterator[dict[int, tuple[str, int]]]:
     """This process as the subreaper for the block; yields, filled at the end, the processes
     that came to it (pid -> (state, group)) beside the children it had before. They are then
     killed and reaped, so a failure leaves nothing either."""
-    before = set(children())
+    before = set(child_states())
     found: dict[int, tuple[str, int]] = {}
     set_subreaper(True)
     try:
         yield found
         time.sleep(0.5)  # a SIGKILLed process dies in milliseconds
-        found.update({p: s for p, s in children().items() if p not in before})
+        found.update({p: s for p, s in child_states().items() if p not in before})
     finally:
         set_subreaper(False)
-        for pid in set(children()) - before:
+        for pid in set(child_states()) - before:
             with suppress(ProcessLookupError, ChildProcessError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
 
 
 def server_pid(before: set[int]) -> int:
-    (pid,) = [p for p in children() if p not in before]
+    (pid,) = [p for p in child_states() if p not in before]
     return pid
 
 
@@ -86,7 +86,7 @@ def test_stdin_closed_mid_run_leaves_no_zombie(tmp_path: Path, ncu: bool, when: 
     with left_behind() as leftovers:
         proc = stdio_server_in_a_run(tmp_path, ncu, when)
         try:
-            assert process.marked_processes(f"{proc.pid}-"), "the run started no child"
+            assert children.marked_processes(f"{proc.pid}-"), "the run started no child"
             assert proc.stdin is not None
             proc.stdin.close()
             assert proc.wait(timeout=60) == 0
@@ -95,7 +95,7 @@ def test_stdin_closed_mid_run_leaves_no_zombie(tmp_path: Path, ncu: bool, when: 
                 proc.kill()
                 proc.wait()
     assert not leftovers, f"left by the server (pid -> (state, group)): {leftovers}"
-    assert not process.marked_processes(f"{proc.pid}-")
+    assert not children.marked_processes(f"{proc.pid}-")
 
 
 @pytest.mark.anyio
@@ -113,7 +113,7 @@ async def test_an_sdk_client_leaving_mid_run_leaves_no_zombie(
     )
     args = {"source": HANGS.format(when=when, flag=str(flag)), "configs": [{"n": 8}],
             "language": "torch", **({} if ncu else {"method": "timing"})}  # fmt: skip
-    before = set(children())
+    before = set(child_states())
     with left_behind() as leftovers:
         async with (
             Client(params, read_timeout_seconds=120) as client,
@@ -124,10 +124,10 @@ async def test_an_sdk_client_leaving_mid_run_leaves_no_zombie(
                 while not flag.exists():
                     await anyio.sleep(0.1)
             pid = server_pid(before)
-            assert process.marked_processes(f"{pid}-"), "the run started no child"
+            assert children.marked_processes(f"{pid}-"), "the run started no child"
             tg.cancel_scope.cancel()
     assert not leftovers, f"left by the server {pid} (pid -> (state, group)): {leftovers}"
-    assert not process.marked_processes(f"{pid}-")
+    assert not children.marked_processes(f"{pid}-")
 
 
 # A subreaper whose child (in a session of its own) started a grandchild; the child is killed
@@ -144,9 +144,9 @@ ADOPTING = textwrap.dedent(
     os.killpg(parent.pid, signal.SIGKILL)
     parent.wait()
     time.sleep(0.5)
-    adopted = [p for p, (state, _) in shutdown.children().items() if p != direct.pid]
+    adopted = [p for p, (state, _) in shutdown.child_states().items() if p != direct.pid]
     reaped = shutdown.reap_adopted()
-    print(len(adopted), reaped == adopted, direct.wait(), sorted(shutdown.children()))
+    print(len(adopted), reaped == adopted, direct.wait(), sorted(shutdown.child_states()))
     """
 )
 

@@ -23,7 +23,7 @@ ray = pytest.importorskip("ray", reason='Ray is not installed (pip install ".[ra
 from mcp import Client  # noqa: E402
 from mcp.types import CallToolResult, TextContent  # noqa: E402
 
-from nsight_agent.engine import process  # noqa: E402
+from nsight_agent.engine import children  # noqa: E402
 from nsight_agent.server.app import build_server  # noqa: E402
 from tests.fixture_reports import unpacked  # noqa: E402
 from tests.test_engine_ray_executor import (  # noqa: E402
@@ -164,7 +164,7 @@ async def test_a_cancel_from_the_client_kills_the_ray_task(cluster: None, tmp_pa
     run_ids = [s["run_id"] for s in statuses]
 
     def left() -> dict[int, str]:
-        marked = process.marked_processes("").items()
+        marked = children.marked_processes("").items()
         return {p: m for p, m in marked if any(f"{r}.preflight" in m for r in run_ids)}
 
     deadline = time.monotonic() + 10

@@ -21,7 +21,7 @@ from mcp.types import ToolAnnotations
 
 from nsight_agent import __version__
 from nsight_agent.arguments import strict_arguments
-from nsight_agent.engine import process  # the server's own children (start-up, shutdown)
+from nsight_agent.engine import children  # the server's own children (start-up, shutdown)
 from nsight_agent.request import KERNEL_CONTRACT_SUMMARY
 from nsight_agent.server import http, schemas, shutdown, tools_info, tools_profile, tools_runs
 from nsight_agent.server.boundary import CheckedTool, ServerState, lifespan_for
@@ -180,7 +180,7 @@ def serve(
         # SIGTERM, SIGINT or SIGHUP kill them all after the runs in flight are marked
         # interrupted by it (server.shutdown), then the process ends even if a worker thread
         # is still unwinding. Orphans of an earlier, killed server go first.
-        process.reap_orphans()
+        children.reap_orphans()
         shutdown.run_stdio(server)
         shutdown.end_children()
         os._exit(0)

@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 
-from nsight_agent.engine import process  # the server's own children (start-up, shutdown)
+from nsight_agent.engine import children  # the server's own children (start-up, shutdown)
 from nsight_agent.service.session import end_open_runs
 
 CLIENT_EXIT = "the client's exit (stdin closed)"
@@ -54,7 +54,7 @@ def adopt_orphans() -> bool:
     return True
 
 
-def children() -> dict[int, tuple[str, int]]:
+def child_states() -> dict[int, tuple[str, int]]:
     """This process's children: pid -> (state, process group), read from /proc."""
     me, found = os.getpid(), {}
     for entry in Path("/proc").glob("[0-9]*"):
@@ -72,7 +72,7 @@ def reap_adopted() -> list[int]:
     child starts a session) or in ours (a build); an adopted one is a member of a dead child's
     group, which no ``Popen`` of ours waits for."""
     ours, reaped = os.getpgrp(), []
-    for pid, (state, group) in children().items():
+    for pid, (state, group) in child_states().items():
         if state == "Z" and group not in (pid, ours):
             with contextlib.suppress(ChildProcessError):
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
@@ -81,19 +81,19 @@ def reap_adopted() -> list[int]:
 
 
 def _reap_adopted_forever() -> None:
-    while process.ending() is None:
+    while children.ending() is None:
         time.sleep(ADOPTED_EVERY_S)
         with contextlib.suppress(OSError):
             reap_adopted()
 
 
 def end_children() -> list[int]:
-    """Kill every child (``process.kill_all``) and reap them all, the adopted ones too, before
+    """Kill every child (``children.kill_all``) and reap them all, the adopted ones too, before
     the process exits; return the pids reaped. It waits until every process the kill ends is
     gone (reaped by us, or by its own parent), at most ``END_GRACE_S``; a child the kill does
     not reach (one that carries no marker) is reaped if it ended, never waited for."""
     ending = _killed_by_kill_all()
-    process.kill_all()
+    children.kill_all()
     reaped: list[int] = []
     deadline = time.monotonic() + END_GRACE_S
     while True:
@@ -105,11 +105,13 @@ def end_children() -> list[int]:
 
 
 def _killed_by_kill_all() -> set[int]:
-    """What ``process.kill_all`` ends: every process carrying our marker, and every child that
+    """What ``children.kill_all`` ends: every process carrying our marker, and every child that
     leads its own session (as this package starts each one), in case one is already dying and
     no longer shows its marker. Read before the kill: a dying process's marker cannot be read."""
-    leaders = {pid for pid, (state, group) in children().items() if group == pid and state != "Z"}
-    return set(process.marked_processes(process.owner_prefix())) | leaders
+    leaders = {
+        pid for pid, (state, group) in child_states().items() if group == pid and state != "Z"
+    }
+    return set(children.marked_processes(children.owner_prefix())) | leaders
 
 
 def _reap_ended() -> list[int]:
@@ -146,7 +148,7 @@ class _StdinWatch:
         try:
             return await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            process.begin_ending(CLIENT_EXIT)
+            children.begin_ending(CLIENT_EXIT)
             raise
 
     def __aiter__(self) -> _StdinWatch:
@@ -188,7 +190,7 @@ def run_stdio(server: Any) -> None:
     # Leaving the block after stdin ended keeps "the client's exit" (said first, above); a
     # server that fails instead says only that it ended.
     adopt_orphans()
-    with process.children_die_with_us(_end, leaving="the server's end"):
+    with children.children_die_with_us(_end, leaving="the server's end"):
         anyio.run(main)
 
 
@@ -199,7 +201,7 @@ def run_http(app: Any, host: str, port: int) -> None:
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            who = process.begin_ending(f"the server's shutdown ({signal.Signals(sig).name})")
+            who = children.begin_ending(f"the server's shutdown ({signal.Signals(sig).name})")
             _end(who)
             super().handle_exit(sig, frame)
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children
 
 RECORD = "ahead.json"
 
@@ -24,7 +24,7 @@ RECORD = "ahead.json"
 def write(folder: Path, data: dict[str, Any]) -> None:
     """Record ``data`` (ok, seconds, error, ...) for ``folder``, owned by this process."""
     folder.mkdir(parents=True, exist_ok=True)
-    owned = {**data, "owner": [os.getpid(), process.start_ticks(os.getpid())]}
+    owned = {**data, "owner": [os.getpid(), children.start_ticks(os.getpid())]}
     tmp = folder / f"{RECORD}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(owned))
     tmp.replace(folder / RECORD)  # a reader sees the whole record or none
@@ -38,7 +38,7 @@ def read(folder: Path | str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     pid, ticks = (data.get("owner") or [None, None])[:2]
-    if not isinstance(pid, int) or process.start_ticks(pid) != ticks:
+    if not isinstance(pid, int) or children.start_ticks(pid) != ticks:
         clear(Path(folder))  # left by a server that ended before its job did
         return None
     return data if isinstance(data, dict) else None

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children
 from nsight_agent.engine.store import runs
 from nsight_agent.engine.store.run_status import HOST, read_status, storage_errors, write_atomic
 from nsight_agent.errors import InvalidRequestError
@@ -183,7 +183,7 @@ def made_by_this_process(run_dir: Path) -> bool:
     return (
         status.get("pid") == os.getpid()
         and status.get("host") == HOST
-        and status.get("pid_started") == process.start_ticks(os.getpid())
+        and status.get("pid_started") == children.start_ticks(os.getpid())
     )
 
 

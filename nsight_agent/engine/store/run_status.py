@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children
 from nsight_agent.errors import (
     CollectionTimeoutError,
     NsightAgentError,
@@ -85,7 +85,7 @@ def write_status(run_dir: Path, run_id: str, status: str, **fields: Any) -> None
         "stage": fields.pop("stage", old.get("stage")),
         "message": "",
         "pid": os.getpid(),
-        "pid_started": process.start_ticks(os.getpid()),
+        "pid_started": children.start_ticks(os.getpid()),
         "host": HOST,
         "started": old.get("started", now),
         "updated": now,
@@ -183,7 +183,7 @@ class RunRecord:
             )
 
     def failed(self, err: BaseException) -> None:
-        who = err.ended_by if isinstance(err, RunInterruptedError) else process.ending()
+        who = err.ended_by if isinstance(err, RunInterruptedError) else children.ending()
         if who is not None:  # its processes died of our kill, whatever the error says
             self.interrupted(who)
             return
@@ -233,7 +233,7 @@ def owner_gone(status: dict[str, Any]) -> bool:
     except PermissionError:
         pass  # another user's process: alive
     ticks = status.get("pid_started")
-    return ticks is not None and process.start_ticks(pid) not in (None, ticks)
+    return ticks is not None and children.start_ticks(pid) not in (None, ticks)
 
 
 def mark_abandoned(root: Path) -> list[str]:

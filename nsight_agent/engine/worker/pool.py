@@ -38,7 +38,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children, process
 from nsight_agent.engine.collection import preflight_run
 from nsight_agent.engine.store.runs import PreflightResult
 from nsight_agent.engine.worker import shipping
@@ -175,9 +175,9 @@ class Worker:
             return
         self._kill()
         self.info = {}  # the ready message of the process now starting, once it says ready
-        self._marker = process.new_marker(f"worker-{self.device.replace(':', '')}")
+        self._marker = children.new_marker(f"worker-{self.device.replace(':', '')}")
         env = process.child_env(self._env)
-        env.update({process.MARKER: self._marker, DEVICE_ENV: self.inner_device})
+        env.update({children.MARKER: self._marker, DEVICE_ENV: self.inner_device})
         env[PARENT_ENV] = str(os.getpid())
         if self.device != "cpu":
             env["CUDA_VISIBLE_DEVICES"] = _visible(self.device.split(":")[1])
@@ -247,7 +247,7 @@ class Worker:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         if self._marker:
-            process.kill_marked(self._marker, exact=True)
+            children.kill_marked(self._marker, exact=True)
         proc.wait()
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
@@ -255,13 +255,13 @@ class Worker:
                     stream.close()
 
     def _crashed(self, what: str) -> WorkerCrashed | RunInterruptedError:
-        """Why the worker is gone: killed by the server's end (``process.ending``: not the
+        """Why the worker is gone: killed by the server's end (``children.ending``: not the
         job's fault), or crashed (its exit status and log tail)."""
         proc = self._proc
         code = proc.wait() if proc is not None else None
         self._kill()
-        if process.ending() is not None:
-            return RunInterruptedError(process.ending() or "")
+        if children.ending() is not None:
+            return RunInterruptedError(children.ending() or "")
         tail = ""
         with contextlib.suppress(OSError):
             tail = self.log_path.read_text(errors="replace")[-4000:]

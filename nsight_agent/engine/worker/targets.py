@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import pinning, process
+from nsight_agent.engine import children, pinning, process
 from nsight_agent.engine.collection import ncu
 from nsight_agent.engine.collection.ncu_args import launch_argv
 from nsight_agent.engine.collection.ncu_log import ERROR_LINE
@@ -112,12 +112,12 @@ class Target:
         self.folder = Path(tempfile.gettempdir()) / "nsight-agent-targets" / name
         self.folder.mkdir(parents=True, exist_ok=True)
         self.log_path = self.folder / "launch.log"
-        self.marker = process.new_marker(f"target-{slot}")
+        self.marker = children.new_marker(f"target-{slot}")
         self.started = time.monotonic()
         self._killed = False
         with pinning.pinned(slot):  # the slot's GPU, as a job pinned to it gets
             full_env = process.child_env(env)
-        full_env[process.MARKER] = self.marker
+        full_env[children.MARKER] = self.marker
         full_env[target_program.SERVER_ENV] = str(os.getpid())
         program = [process.python_executable(), "-m", target_program.__name__, str(self.folder)]
         try:
@@ -186,7 +186,7 @@ class Target:
         self._killed = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        process.kill_marked(self.marker, exact=True)
+        children.kill_marked(self.marker, exact=True)
         self.proc.wait()
         self._cleanup()
 

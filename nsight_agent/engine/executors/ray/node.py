@@ -10,7 +10,7 @@ Ray: the executor wraps ``Board``, ``node_facts`` and ``salvage`` with ``ray.rem
 
 Belonging on the node: every process the pipeline starts dies with its host (``process``:
 parent-death signal), so a killed host takes ncu with it; what ncu started carries the run's
-marker and is reaped by the next job on the node (``process.reap_orphans``), which also
+marker and is reaped by the next job on the node (``children.reap_orphans``), which also
 removes scratch folders of dead hosts.
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children
 from nsight_agent.engine.executors.base import JobResult
 from nsight_agent.engine.executors.ray.scratch import pack, scratch_base, sweep_scratch
 from nsight_agent.engine.pipeline import Progress
@@ -80,7 +80,7 @@ Runner = Callable[[Path, Progress], JobResult]
 def run_in_scratch(key: str, board: Any, runner: Runner) -> dict[str, Any]:
     """Run one job on this node into a new scratch runs root: the answer is plain data, the
     run folder as tar bytes included, whether the job passed or raised."""
-    process.reap_orphans()
+    children.reap_orphans()
     sweep_scratch()
     base = scratch_base()
     base.mkdir(parents=True, exist_ok=True)

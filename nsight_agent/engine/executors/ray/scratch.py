@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nsight_agent.engine import process
+from nsight_agent.engine import children
 from nsight_agent.engine.store.run_status import CANCELLED_BY, FINAL, read_status, write_status
 
 SCRATCH = "nsight-agent-ray"
@@ -60,7 +60,7 @@ def salvage(scratch: str, pid: int) -> bytes:
     deadline = time.monotonic() + 10
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    process.kill_marked(process.owner_prefix(pid))
+    children.kill_marked(children.owner_prefix(pid))
     for run_dir in (d for d in folder.iterdir() if d.is_dir() and not d.name.startswith(".")):
         status = read_status(run_dir) or {}
         if status.get("status") not in FINAL:
