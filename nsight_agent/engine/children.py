@@ -164,7 +164,7 @@ def tracked(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> Iterator[N
 
 
 @contextlib.contextmanager
-def children_die_with_us(
+def die_with_us(
     on_end: Callable[[str], object] | None = None, *, leaving: str = "the server's end"
 ) -> Iterator[None]:
     """For a server's main thread: SIGTERM, SIGINT and SIGHUP kill every child, then end the

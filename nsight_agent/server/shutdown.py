@@ -190,7 +190,7 @@ def run_stdio(server: Any) -> None:
     # Leaving the block after stdin ended keeps "the client's exit" (said first, above); a
     # server that fails instead says only that it ended.
     adopt_orphans()
-    with children.children_die_with_us(_end, leaving="the server's end"):
+    with children.die_with_us(_end, leaving="the server's end"):
         anyio.run(main)
 
 
