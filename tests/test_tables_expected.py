@@ -86,7 +86,9 @@ async def test_profile_answers_carry_median_and_percentiles(sweep: Any, tmp_path
     assert re.search(r"\(median [\d.]+ us, p20-p80 [\d.]+ us-[\d.]+ us, n=3", said), said
 
 
-def test_a_comparison_shows_each_cells_median_beside_its_mean(sweep: Any, tmp_path: Path) -> None:
+def test_a_comparison_shows_each_cells_median_and_percentiles_beside_its_mean(
+    sweep: Any, tmp_path: Path
+) -> None:
     run = sweep.run(tmp_path)
     s = summaries.compare_summary(run)
     frame = run.processed.set_index(["Annotation", "n"])
@@ -94,6 +96,8 @@ def test_a_comparison_shows_each_cells_median_beside_its_mean(sweep: Any, tmp_pa
         for name, cell in c.variants.items():
             row = frame.loc[(name, c.config["n"])]
             assert cell.median == pytest.approx(row["MedianValue"], rel=1e-3)
+            assert cell.p20 == pytest.approx(row["P20Value"], rel=1e-3)
+            assert cell.p80 == pytest.approx(row["P80Value"], rel=1e-3)
             assert cell.time == pytest.approx(row["AvgValue"], rel=1e-3)
     first = s.configs[0].variants
     said = text.render_compare(s)
@@ -103,7 +107,18 @@ def test_a_comparison_shows_each_cells_median_beside_its_mean(sweep: Any, tmp_pa
     console.print(tables.compare(s))
     header = next(line for line in console.export_text().splitlines() if "median" in line)
     words = [w for w in re.split(r"[┃│\s]+", header) if w]
-    assert words == ["config", "variant", "mean", "median", "rsd", "speedup", "verdict"], header
+    assert words == [
+        "config",
+        "variant",
+        "mean",
+        "median",
+        "p20",
+        "-",
+        "p80",
+        "rsd",
+        "speedup",
+        "verdict",
+    ], header
 
 
 def test_a_one_variant_table_names_its_variant(sweep: Any, tmp_path: Path) -> None:

@@ -171,7 +171,7 @@ def diagnosis(d: ReportDiagnosis) -> RenderableType:
 def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) -> RenderableType:
     metric = (metric_label or {}).get(s.metric, s.metric)
     table = _table(f"run {s.run_id}: {metric} against baseline {s.baseline!r}")
-    numbers = ("mean", "median", "rsd", "speedup")
+    numbers = ("mean", "median", "p20 - p80", "rsd", "speedup")
     for name in ("config", "variant", *numbers, "verdict"):
         table.add_column(name, justify="right" if name in numbers else "left")
     for c in s.configs:
@@ -181,6 +181,9 @@ def compare(s: CompareSummary, metric_label: Mapping[str, str] | None = None) ->
                 name,
                 readable(v.time, s.unit) + (f" ({label(v.emulated)})" if v.emulated else ""),
                 readable(v.median, s.unit),
+                f"{readable(v.p20, s.unit)} - {readable(v.p80, s.unit)}"
+                if v.p20 is not None
+                else "",
                 _pct(v.rsd_pct),
                 f"x{v.speedup:.3g}" if v.speedup is not None else "",
                 Text(v.verdict, style=VERDICT_STYLE.get(v.verdict, "")),

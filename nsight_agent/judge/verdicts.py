@@ -71,6 +71,8 @@ VERDICT_RULE = verdict_rule()
 class VariantTiming(BaseModel):
     time: float | None = Field(default=None, description="Mean of the time metric")
     median: float | None = Field(default=None, description="Median of the time metric")
+    p20: float | None = Field(default=None, description="Its 20th percentile")
+    p80: float | None = Field(default=None, description="Its 80th percentile")
     rsd_pct: float | None = None
     speedup: float | None = Field(default=None, description="baseline time / this time")
     verdict: Verdict
@@ -153,6 +155,8 @@ def timing(
     return VariantTiming(
         time=t,
         median=sig(r.get("MedianValue")),
+        p20=sig(r.get("P20Value")),
+        p80=sig(r.get("P80Value")),
         rsd_pct=sig(r.get("RelativeStdDevPct"), 3),
         speedup=speedup,
         verdict=verdict,
