@@ -156,7 +156,8 @@ def test_compare_verdicts_follow_the_stated_rule(sweep: Any, tmp_path: Path) -> 
     overall = s.overall[cand]
     speedups = [c.variants[cand].speedup or 0 for c in s.configs]
     assert overall.geomean_speedup == pytest.approx(statistics.geometric_mean(speedups), rel=1e-3)
-    assert common.json_size(s) < 2048
+    # each cell's median and 20th/80th percentiles (about 42 B a cell) beside its mean
+    assert common.json_size(s) < 2200
 
 
 def test_incorrect_variant_is_never_faster(sweep: Any, tmp_path: Path) -> None:
