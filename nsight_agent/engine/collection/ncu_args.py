@@ -15,6 +15,8 @@ from nsight_agent.engine.collection import launch_sampling
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.options import TIME_METRIC, CacheControl, ClockControl, ReplayMode
 
+SOURCE_SECTION = "SourceCounters"  # per-instruction counters, correlated to source lines
+
 
 def check_choice(name: str, value: object, literal: object) -> None:
     """Re-check a Literal option at run time: type hints do not stop a wrong string."""
@@ -89,8 +91,6 @@ def collection_args(options: NcuOptions) -> list[str]:
     argv += list(launch_sampling.NCU_ARGS) if options.sample_launches else []
     return argv + list(options.extra_args)
 
-
-SOURCE_SECTION = "SourceCounters"  # per-instruction counters, correlated to source lines
 
 # Pre-launched targets (worker/targets.py, collection/collect/attach.py): the report, metrics
 # and replay options go on the attach; each target listens on its own block of ports.

@@ -260,8 +260,9 @@ class Worker:
         proc = self._proc
         code = proc.wait() if proc is not None else None
         self._kill()
-        if children.ending() is not None:
-            return RunInterruptedError(children.ending() or "")
+        who = children.ending()
+        if who is not None:
+            return RunInterruptedError(who)
         tail = ""
         with contextlib.suppress(OSError):
             tail = self.log_path.read_text(errors="replace")[-4000:]
