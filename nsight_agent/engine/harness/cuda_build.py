@@ -99,7 +99,7 @@ def build(
     ahead = _ahead(build_dir)
     # Our lock breaks a baton left by a killed build; only the present GPU's arch is built.
     try:
-        with ext_builds.build_lock(build_dir), ext_builds.env_set(ext_builds.arch_env()):
+        with ext_builds.build_lock(build_dir), ext_builds.env_set(ext_builds.compiler_env()):
             hit = any(build_dir.glob(f"{name}*.so"))
             module = load_inline(  # type: ignore[no-untyped-call]
                 name=name,

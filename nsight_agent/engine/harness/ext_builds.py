@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nsight_agent.engine.harness import ahead_record, host_pch
+from nsight_agent.engine.harness import ahead_record, host_pch, nvcc_split
 
 # How long an import waits for another process's build of the same folder.
 LOCK_WAIT_S = float(os.environ.get("NSIGHT_AGENT_BUILD_WAIT_S", "900"))
@@ -138,6 +138,21 @@ def arch_env() -> dict[str, str]:
     return {"TORCH_CUDA_ARCH_LIST": f"{major}.{minor}"}
 
 
+def compiler_env() -> dict[str, str]:
+    """The environment of a build: ``arch_env``, and nvcc's host and device passes at once
+    (``nvcc_split``, through torch's ``PYTORCH_NVCC``) unless the user named an nvcc."""
+    env = arch_env()
+    if os.environ.get("PYTORCH_NVCC"):
+        return env
+    from torch.utils import cpp_extension
+
+    if cpp_extension.CUDA_HOME:
+        split = nvcc_split.command(os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc"))
+        if split is not None:
+            env["PYTORCH_NVCC"] = split
+    return env
+
+
 @contextlib.contextmanager
 def own_names(tag: str) -> Iterator[None]:
     """While inside, ``load_inline`` and ``load`` name each extension ``<name>_<tag>``.
@@ -213,11 +228,11 @@ def source_builds(
     folder = folder_for(cache_root, source)
     start = time.monotonic()
     record = SourceBuild(module, str(folder))
-    arch = arch_env()
-    record.arch = arch.get("TORCH_CUDA_ARCH_LIST") or os.environ.get("TORCH_CUDA_ARCH_LIST")
+    env = compiler_env()
+    record.arch = env.get("TORCH_CUDA_ARCH_LIST") or os.environ.get("TORCH_CUDA_ARCH_LIST")
     with build_lock(folder, timeout) as stale, own_names(folder.name.removeprefix("ext-")[:12]):
         before = libraries(folder)
-        with env_set({"TORCH_EXTENSIONS_DIR": str(folder), **arch}):
+        with env_set({"TORCH_EXTENSIONS_DIR": str(folder), **env}):
             yield record
         after = libraries(folder)
         record.stale_locks = stale
