@@ -33,7 +33,6 @@ TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "builds": measures.builds,
     "effect-size": measures.effect_size,
     "baseline-drift": measures.baseline_drift,
-    "gate": measures.gate,
     "gate-under-load": measures.gate_under_load,
     "perf": measures.perf,
     "prelaunch": measures.prelaunch,

@@ -102,16 +102,6 @@ def baseline_drift(data: dict[str, Any]) -> list[str]:
     return blocks
 
 
-def gate(data: dict[str, Any]) -> list[str]:
-    blocks, found = _figures(data, "gate")
-    summary = found.get("summary") or {}
-    if summary:
-        blocks.append(
-            table(["what", "value"], [[k.replace("_", " "), v] for k, v in summary.items()])
-        )
-    return blocks
-
-
 def perf(data: dict[str, Any]) -> list[str]:
     blocks, found = _figures(data, "fast_loop")
     lat = found.get("latency") or {}
@@ -369,7 +359,12 @@ def builds(data: dict[str, Any]) -> list[str]:
 
 def gate_under_load(data: dict[str, Any]) -> list[str]:
     """The exit codes each kind of check gave, and whether an unchanged source ever failed."""
+    if "skipped" in data:
+        return [f"Skipped: {data['skipped']}."]
     codes = data.get("exit_codes") or {}
+    run = [step_line("gate", {**data, "results": codes or None})] if "run" in data else []
+    if not codes:
+        return run or ["It wrote no figures."]
     rows = [
         (kind, ", ".join(f"exit {c}: {n}" for c, n in sorted(seen.items())))
         for kind, seen in codes.items()
@@ -377,8 +372,9 @@ def gate_under_load(data: dict[str, Any]) -> list[str]:
     never = data.get("never_exit_1_unchanged_under_load")
     load = data.get("load_average_1min")
     blocks = [
+        *run,
         f"An unchanged source under load never exited 1: {never}. "
-        f"Load average (1 min) during the checks: {load}."
+        f"Load average (1 min) during the checks: {load}.",
     ]
     if rows:
         blocks.append(table(["checks", "exit codes"], rows))

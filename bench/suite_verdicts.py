@@ -111,14 +111,16 @@ def baseline_drift(scratch: Path) -> dict[str, Any]:
     return {"inputs": {"rounds": 6, "gap_s": 20}, **found}
 
 
-def gate(scratch: Path) -> dict[str, Any]:
+def gate_under_load(scratch: Path) -> dict[str, Any]:
     """The regression gate under CPU load (bench/gate_under_load.py): nsight-agent check of
     an unchanged CPU source beside busy processes and on a quiet machine, and of one doing
     twice the work. Needs no GPU."""
-    out = scratch / "gate.json"
     argv = [PY, "bench/gate_under_load.py", "--checks", "20", "--quiet-checks", "10"]
-    found = script([*argv, "--json", str(out)], GATE_LIMITS["gate"], out)
-    return {"inputs": {"checks": 20, "quiet_checks": 10}, **found}
+    done = command([*argv, "--results", str(scratch)], GATE_LIMITS["gate"])
+    done.pop("stdout", None)
+    found = sorted((scratch / "gate-under-load").glob("*.json"))
+    payload = json.loads(found[-1].read_text()) if found else {}
+    return {"run": done, **{k: v for k, v in payload.items() if k not in ("suite", "environment")}}
 
 
 def kernelbench_timing(scratch: Path) -> dict[str, Any]:

@@ -51,7 +51,7 @@ SUITES: dict[str, Suite] = {
     ),
     "effect-size": Suite(suite_verdicts.effect_size, suite_verdicts.EFFECT_SIZE_LIMITS),
     "baseline-drift": Suite(suite_verdicts.baseline_drift, suite_verdicts.BASELINE_DRIFT_LIMITS),
-    "gate": Suite(suite_verdicts.gate, suite_verdicts.GATE_LIMITS),
+    "gate-under-load": Suite(suite_verdicts.gate_under_load, suite_verdicts.GATE_LIMITS),
     "perf": Suite(suite_speed.perf, suite_speed.PERF_LIMITS),
     "prelaunch": Suite(suite_speed.prelaunch, suite_speed.PRELAUNCH_LIMITS),
     "peer": Suite(suite_speed.peer, suite_speed.PEER_LIMITS),
@@ -64,9 +64,6 @@ RECORDED = {
     "kernelbench-sweep": "KernelBench's problems, every level on the timing path and samples "
     "diagnosed, read as a step and under torch.compile (bench/kernelbench_sweep.py, one phase "
     "or shard a command, merged with --merge --results bench/results).",
-    "gate-under-load": "nsight-agent check of an unchanged CPU source against its own baseline "
-    "beside busy processes and on a quiet machine, and of one doing twice the work "
-    "(bench/gate_under_load.py --results bench/results, run on any machine).",
 }
 RESULTS_SHAPE = "bench/results/{suite}/<date>-<gpu>-<commit>.json"
 

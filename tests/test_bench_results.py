@@ -54,7 +54,7 @@ def test_every_suite_is_listed_with_its_limit_and_results_file(capsys) -> None: 
         "prelaunch",
         "effect-size",
         "section-costs",
-        "gate",
+        "gate-under-load",
     } <= set(suites.SUITES)
 
 

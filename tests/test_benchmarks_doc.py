@@ -65,7 +65,7 @@ ONE_SCRIPT = (
     "adversarial",
     "effect-size",
     "baseline-drift",
-    "gate",
+    "gate-under-load",
     "perf",
     "prelaunch",
     "section-costs",

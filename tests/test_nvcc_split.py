@@ -35,8 +35,8 @@ def test_the_plan_runs_cudafe_beside_cicc_with_the_module_id_written_first() -> 
     assert tools[:4] == ["gcc", "cicc", "ptxas", "fatbinary"], tools
     assert " -c " in passes.last and ".cudafe1.cpp" in passes.last
     id_file, written = passes.module_id
-    assert id_file.endswith("k.module_id") and f'--module_id_file_name "{id_file}"' in (
-        passes.host[1]
+    assert (
+        id_file.endswith("k.module_id") and f'--module_id_file_name "{id_file}"' in (passes.host[1])
     )
     assert re.fullmatch(r"_[0-9a-f]{8}_4_k_cu_[0-9a-f]{8}", written)  # nvcc's shape
     assert passes.env["CICC_PATH"].endswith("nvvm/bin") and passes.depfile is None
