@@ -7,6 +7,9 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bench import kernelbench_sweep, results, steps, suite_verdicts, suites
 from bench.__main__ import main
@@ -173,3 +176,31 @@ def test_a_pytest_step_keeps_each_failures_traceback_and_starts_nothing_past_its
     assert "planted" in by_name["test_wrong"]["why"] and "assert" in by_name["test_wrong"]["why"]
     assert by_name["test_slow"]["outcome"] == "passed" and "why" not in by_name["test_slow"]
     assert "test_late" not in by_name and step["rc"] != 124
+
+
+def test_run_within_starts_no_suite_whose_limit_no_longer_fits(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ran: list[str] = []
+
+    def quick(scratch: Path) -> dict[str, Any]:
+        """A stand-in suite."""
+        ran.append("quick")
+        return {}
+
+    def long(scratch: Path) -> dict[str, Any]:
+        """A stand-in suite too long for what is left."""
+        ran.append("long")
+        return {}
+
+    stand_ins = {
+        "quick": suites.Suite(quick, {"step": 10}),
+        "long": suites.Suite(long, {"step": 500}),
+    }
+    monkeypatch.setattr(suites, "SUITES", stand_ins)
+    out = ["--results", str(tmp_path)]
+    assert main(["run", "quick", "long", "quick", *out, "--within", "100"]) == 3
+    assert ran == ["quick", "quick"]
+    assert "not started: long (limit 500 s, 100 s left)" in capsys.readouterr().out
+    assert len(list((tmp_path / "quick").glob("*.json"))) >= 1 and not (tmp_path / "long").exists()
+    assert main(["run", "quick", *out]) == 0
