@@ -40,7 +40,9 @@ _DEPS = re.compile(r"^-- Filter Dependencies -- > (.+)$")
 
 def command(nvcc: str) -> str | None:
     """``PYTORCH_NVCC``'s value that builds through this module; None when turned off."""
-    if os.environ.get(ENV) == "0" or not Path(nvcc).is_file():
+    if os.environ.get(ENV) == "0" or not sys.platform.startswith("linux"):
+        return None  # the passes run through bash, as nvcc's dry run writes them
+    if not Path(nvcc).is_file() or shutil.which("bash") is None:
         return None
     return shlex.join([sys.executable or "python3", str(Path(__file__).resolve()), "--nvcc", nvcc])
 
