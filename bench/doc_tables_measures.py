@@ -201,8 +201,9 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
     first = found.get("first_call") or {}
     if rows and first:
         what = "a server's first profile_kernel, right after connecting"
-        rows.insert(1, [what, seconds(first.get("seconds")), found.get("first_call_over_floor"),
-                        str(first.get("path") or "")])  # fmt: skip
+        over_floor = found.get("first_call_over_floor")
+        took = seconds(first.get("seconds"))
+        rows.insert(1, [what, took, over_floor, str(first.get("path") or "")])
     if rows:
         blocks.append(table(["call", "median", "of the floor", "collection"], rows))
         blocks.append(

@@ -118,8 +118,7 @@ def gate_under_load(scratch: Path) -> dict[str, Any]:
     argv = [PY, "bench/gate_under_load.py", "--checks", "20", "--quiet-checks", "10"]
     done = command([*argv, "--results", str(scratch)], GATE_LIMITS["gate"])
     done.pop("stdout", None)
-    found = sorted((scratch / "gate-under-load").glob("*.json"))
-    payload = json.loads(found[-1].read_text()) if found else {}
+    payload = own_results(scratch, "gate-under-load")
     return {"run": done, **{k: v for k, v in payload.items() if k not in ("suite", "environment")}}
 
 
@@ -133,6 +132,12 @@ def kernelbench_timing(scratch: Path) -> dict[str, Any]:
     argv = [PY, "-m", "bench.kernelbench_timing", "--kb", str(KB), "--results", str(scratch)]
     done = command([*argv, "--budget-s", str(limit - 120)], limit)
     done.pop("stdout", None)
-    found = sorted((scratch / "kernelbench-timing").glob("*.json"))
-    payload = json.loads(found[-1].read_text()) if found else {}
+    payload = own_results(scratch, "kernelbench-timing")
     return {"run": done, **{k: payload[k] for k in ("inputs", "summary", "rows") if k in payload}}
+
+
+def own_results(scratch: Path, suite: str) -> dict[str, Any]:
+    """The results file a script wrote of itself under ``scratch`` (``--results``), {} when it
+    wrote none."""
+    found = sorted((scratch / suite).glob("*.json"))
+    return json.loads(found[-1].read_text()) if found else {}

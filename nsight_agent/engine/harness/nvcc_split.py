@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV = "NSIGHT_AGENT_NVCC_SPLIT"
@@ -57,7 +57,7 @@ class Passes:
     last: str  # the host compile
     module_id: tuple[str, str]  # (the file nvcc names, the id written into it)
     depfile: str | None = None  # --dependency-output: made of the preprocessors' rules
-    depfile_parts: tuple[str, ...] | list[str] = ()
+    depfile_parts: list[str] = field(default_factory=list)  # one per preprocessor
 
 
 def _quoted(command: str, flag: str) -> str | None:
@@ -179,7 +179,7 @@ def run(passes: Passes) -> int:
             Path(part).unlink(missing_ok=True)
         return failed
     if passes.depfile is not None:
-        merge_depfiles(passes.depfile, list(passes.depfile_parts))
+        merge_depfiles(passes.depfile, passes.depfile_parts)
     return subprocess.run(["bash", "-c", passes.last], env=passes.env).returncode
 
 
