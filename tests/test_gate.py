@@ -172,3 +172,15 @@ def test_the_rule_decides_at_its_limits() -> None:
     assert gate.drift_for("NVIDIA H200", "NVIDIA H200") == gate.DRIFT_RSD_PCT
     assert gate.regressed("slower", 0.5, None) and not gate.regressed("slower", 0.5, 150.0)
     assert gate.regressed("error", None, None) and not gate.regressed("within_noise", 1.0, None)
+
+
+def test_probes_that_match_at_their_busiest_but_not_while_timed_are_not_compared() -> None:
+    """A baseline with a busy start (8 ms) but quiet runs (150 us) against a re-run loaded
+    throughout: the slowest probes match, the probes made while the calls ran do not."""
+    slow, unknown = gate.machine_speed([8e6, 160e3, 150e3], [8e6, 8.1e6, 7.9e6])
+    assert unknown is None and slow is not None
+    assert "52.7x slower while its calls were timed" in slow, slow
+    assert "7900 us a call now, 150 us then" in slow
+    # The same speed at both readings compares; so do runs recorded with two probes only.
+    assert gate.machine_speed([150e3, 160e3, 155e3], [170e3, 150e3, 160e3]) == (None, None)
+    assert gate.machine_speed([8e6, 150e3], [8e6, 8e6]) == (None, None)

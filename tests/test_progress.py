@@ -106,7 +106,7 @@ def test_only_sources_that_build_code_have_a_compile_stage() -> None:
 
 
 def _cli(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
-    # the CPU speed probe on, as a user has it: `check` must see a machine slowed by load
+    # the CPU speed probe on, as a user has it (the tests otherwise turn it off)
     env = {**os.environ, "NSIGHT_AGENT_RUNS": str(root), CPU_PROBE_ENV: "1"}
     return subprocess.run(
         [sys.executable, "-m", "nsight_agent", *args],
@@ -147,7 +147,10 @@ def test_a_piped_cli_prints_each_stage_in_order(tmp_path: Path) -> None:
     run_id = json.loads(p.stdout)["run_id"]
     assert _cli("baseline", "set", "main", run_id, root=tmp_path).returncode == 0
     check = _cli("check", str(SOFTMAX), "--baseline", "main", root=tmp_path)
-    assert check.returncode in (0, 3), check.stdout + check.stderr
+    # Any verdict the machine's load gives (0 ok, 1 regression, 3 not comparable), never a
+    # usage error or a crash: the stages are this test's subject; the verdict's honesty under
+    # load is bench/gate_under_load.py's, which loads the machine on purpose.
+    assert check.returncode in (0, 1, 3), check.stdout + check.stderr
     _in_order(
         check.stderr,
         [
