@@ -566,3 +566,13 @@ def test_kernels_per_run_are_counted_call_by_call_not_across_configs() -> None:
     most = check.most_kernels_per_run(records, ["torch", "fused", "idle"], [])
     assert most == {"torch": 1, "fused": 3, "idle": 0}
     assert check.most_kernels_per_run(records, ["fused"], ["memset_helper"]) == {"fused": 2}
+
+
+def test_a_harness_that_died_silently_is_named_without_a_blank_tail(tmp_path: Path) -> None:
+    """No error file (os._exit, a signal): the message says so with the exit status; the
+    output's tail follows on its own line only when the program printed something."""
+    silent = preflight_run.source_error(tmp_path / "absent.json", "  \n", -11)
+    assert silent.message.endswith("os._exit() in your source?"), repr(silent.message)
+    assert "(exit status -11)" in silent.message
+    loud = preflight_run.source_error(tmp_path / "absent.json", "Segmentation fault", 139)
+    assert loud.message.endswith("in your source?\nSegmentation fault"), repr(loud.message)

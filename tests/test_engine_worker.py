@@ -63,6 +63,10 @@ def segfaults() -> None:
     ctypes.string_at(0)
 
 
+def reads_stdin() -> str:
+    return sys.stdin.read()
+
+
 def cuda_error() -> None:
     raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
@@ -246,6 +250,14 @@ def test_a_broken_source_is_rejected_quickly_on_a_warm_worker(
     took = time.monotonic() - start
     assert not result.ok and (result.stage, result.line) == (stage, line)
     print(f"broken source ({stage}) rejected on a warm worker in {took * 1000:.0f} ms")
+
+
+def test_a_job_that_reads_stdin_reads_nothing_and_takes_no_job(worker: Worker) -> None:
+    """The jobs arrive on the worker's stdin: user code reading it gets an empty one at once
+    (as in a fresh process), and the same worker serves the next job."""
+    pid = worker.call(pid_and, 1, timeout=60)[0]
+    assert worker.call(reads_stdin, timeout=60) == ""
+    assert worker.call(pid_and, 2, timeout=60) == (pid, 4)
 
 
 def test_os_exit_in_the_source_is_a_died_harness_and_the_worker_is_replaced(

@@ -324,8 +324,8 @@ def source_error(error_file: Path, output_tail: str, returncode: int | None = No
         except (ValueError, TypeError):
             pass
     status = f" (exit status {returncode})" if returncode is not None else ""
+    tail = f"\n{output_tail}" if output_tail.strip() else ""  # nothing printed: no blank line
     return SourceError(
         "entry",
-        f"{DIED}{status}: a crash in native code, a signal, or os._exit() in your source?"
-        f"\n{output_tail}",
+        f"{DIED}{status}: a crash in native code, a signal, or os._exit() in your source?{tail}",
     )

@@ -290,7 +290,10 @@ class Builds:
                 Path(key).parent.mkdir(parents=True, exist_ok=True)
                 with open(f"{key}.log", "wb") as log:  # the child's output: its compile errors
                     argv = [sys.executable, "-c", _CHILD, str(self.root), module, str(path)]
-                    running[key] = (subprocess.Popen(argv, stdout=log, stderr=log), time.time())
+                    # stdin closed: the child imports user code, and a server's stdin is its
+                    # MCP channel
+                    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                    running[key] = (child, time.time())
             for key, (child, start) in list(running.items()):
                 if child.poll() is None and time.time() - start < LOCK_WAIT_S:
                     continue

@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import glob
 import os
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,6 +41,13 @@ GUARDED: tuple[tuple[Any, str], ...] = (
     (torch, "equal"),
     (torch.Tensor, "clone"),
     (torch.Tensor, "copy_"),
+    # the clocks the CPU timer, the timing loop's limits and the speed probe read: a faked
+    # clock would make a call free or a loop endless
+    (time, "perf_counter_ns"),
+    (time, "perf_counter"),
+    (time, "monotonic"),
+    (time, "monotonic_ns"),
+    (time, "time"),
 )
 VARY_NOTE = (
     "setup ignores the seed (two seeds gave identical inputs, e.g. it seeds a generator of "

@@ -3,7 +3,8 @@
 Wire: each message is an 8-byte big-endian length and a pickle (cloudpickle for jobs, so
 shipped callables travel by value; plain pickle for replies). Jobs arrive on stdin; replies
 leave on a private copy of the original stdout, and fd 1 is pointed at stderr at start-up,
-so nothing the user's code prints can corrupt the channel. During a job, fds 1 and 2 go to
+so nothing the user's code prints can corrupt the channel; jobs are read from a private copy
+of stdin, and fd 0 reads /dev/null, so user code that reads stdin cannot take a job. During a job, fds 1 and 2 go to
 the job's output file when it names one.
 
 At start-up the worker imports torch (and triton when installed; on "cpu" with
@@ -289,7 +290,11 @@ def main() -> int:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # user prints go to the worker log, never into the reply channel
-    jobs = sys.stdin.buffer
+    jobs = os.fdopen(os.dup(0), "rb")
+    # user code that reads stdin gets an empty one, as in a fresh process, and never the jobs
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     try:
         send(replies, {"ready": True, **warm_up(device)})
     except BaseException as exc:
