@@ -74,6 +74,7 @@ CHILD_SIDE = (
     "engine.worker.timing",
     "engine.worker.shipping",
     "engine.worker.target",
+    "engine.worker.torch_settings",
     "engine.harness",
 )
 

@@ -67,6 +67,22 @@ def reads_stdin() -> str:
     return sys.stdin.read()
 
 
+def changes_torch() -> None:
+    import torch
+
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    torch.set_grad_enabled(False)
+    torch.backends.cuda.matmul.allow_tf32 = True
+
+
+def torch_now() -> tuple[str, int, bool, bool]:
+    import torch
+
+    dtype, threads = str(torch.get_default_dtype()), torch.get_num_threads()
+    return dtype, threads, torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32
+
+
 def cuda_error() -> None:
     raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
@@ -258,6 +274,17 @@ def test_a_job_that_reads_stdin_reads_nothing_and_takes_no_job(worker: Worker) -
     pid = worker.call(pid_and, 1, timeout=60)[0]
     assert worker.call(reads_stdin, timeout=60) == ""
     assert worker.call(pid_and, 2, timeout=60) == (pid, 4)
+
+
+def test_torch_settings_a_job_changed_are_put_back_before_the_next(worker: Worker) -> None:
+    """A source that sets torch's process-wide settings (at import, or in a call) changes its
+    own job only: the next job on the same worker sees them as a fresh process would."""
+    before = worker.call(torch_now, timeout=60)
+    assert before[0] == "torch.float32" and before[2] is True, before
+    pid = worker.call(pid_and, 1, timeout=60)[0]
+    worker.call(changes_torch, timeout=60)
+    assert worker.call(torch_now, timeout=60) == before
+    assert worker.call(pid_and, 1, timeout=60)[0] == pid  # the same process, not a new one
 
 
 def test_os_exit_in_the_source_is_a_died_harness_and_the_worker_is_replaced(

@@ -214,6 +214,15 @@ def run_preflight(job: PreflightJob) -> dict[str, Any]:
 
 
 def run_job(job: Job) -> Any:
+    """The job, with torch's process-wide settings put back after it (a later job starts
+    with them as a fresh process would: ``torch_settings.py``)."""
+    from nsight_agent.engine.worker import torch_settings
+
+    with torch_settings.kept():
+        return _run(job)
+
+
+def _run(job: Job) -> Any:
     if isinstance(job, PreflightJob):
         return run_preflight(job)
     if isinstance(job, CallJob):
