@@ -74,13 +74,17 @@ def changes_torch() -> None:
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)
     torch.backends.cuda.matmul.allow_tf32 = True
+    torch.softmax = lambda x, dim: x  # replaced for the process
+    torch.Tensor.add = lambda self, other: self  # hides the inherited method
 
 
-def torch_now() -> tuple[str, int, bool, bool]:
+def torch_now() -> tuple[str, int, bool, bool, bool]:
     import torch
 
     dtype, threads = str(torch.get_default_dtype()), torch.get_num_threads()
-    return dtype, threads, torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32
+    x = torch.tensor([0.0, 0.0])
+    works = torch.softmax(x, dim=0).tolist() == [0.5, 0.5] and x.add(1).tolist() == [1.0, 1.0]
+    return dtype, threads, torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32, works
 
 
 def cuda_error() -> None:
@@ -277,10 +281,11 @@ def test_a_job_that_reads_stdin_reads_nothing_and_takes_no_job(worker: Worker) -
 
 
 def test_torch_settings_a_job_changed_are_put_back_before_the_next(worker: Worker) -> None:
-    """A source that sets torch's process-wide settings (at import, or in a call) changes its
-    own job only: the next job on the same worker sees them as a fresh process would."""
+    """A source that sets torch's process-wide settings or replaces its functions (at import,
+    or in a call) changes its own job only: the next job on the same worker sees them as a
+    fresh process would."""
     before = worker.call(torch_now, timeout=60)
-    assert before[0] == "torch.float32" and before[2] is True, before
+    assert before[0] == "torch.float32" and before[2] is True and before[4] is True, before
     pid = worker.call(pid_and, 1, timeout=60)[0]
     worker.call(changes_torch, timeout=60)
     assert worker.call(torch_now, timeout=60) == before

@@ -5,17 +5,22 @@ torch's defaults; the warm worker serves job after job in one process. A source 
 ``torch.set_default_dtype(torch.float64)``, ``torch.set_num_threads(1)`` or TF32 at import
 would otherwise change every later job there: the next request's inputs in float64, its
 calls on one thread, its matmuls in TF32, measured and checked unlike the same request
-on the ncu path. Settings that have no getter (``torch.set_flush_denormal``) or that torch
+on the ncu path. The same holds for a function a source replaces in torch's namespaces.
+Settings that have no getter (``torch.set_flush_denormal``) or that torch
 fixes once (interop threads) are not kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sysconfig
+import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional
 
 Setting = tuple[str, Callable[[], Any], Callable[[Any], None]]
 MATMUL, CUDNN = "torch.backends.cuda.matmul", "torch.backends.cudnn"
@@ -68,6 +73,23 @@ if hasattr(torch, "get_default_device"):  # torch >= 2.3
     SETTINGS.append(("default device", torch.get_default_device, torch.set_default_device))
 
 
+# Where a source may replace a function for the whole process (``torch.softmax = ...``,
+# ``torch.Tensor.add = ...``): what user code replaced, or added to a class over an inherited
+# method, goes back when its job ends. Only functions written in user code: libraries patch
+# these too (importing torch._dynamo wraps torch.manual_seed and nn.Module.__init__), and
+# torch keeps other state here (torch.cuda's generators) that a job may rightly change.
+NAMESPACES: list[Any] = [
+    torch,
+    torch.nn.functional,
+    torch.linalg,
+    torch.fft,
+    torch.special,
+    torch.cuda,
+    torch.Tensor,
+    torch.nn.Module,
+]
+
+
 def read() -> dict[str, Any]:
     """Each setting's value now, by name."""
     return {name: get() for name, get, _ in SETTINGS}
@@ -75,8 +97,10 @@ def read() -> dict[str, Any]:
 
 @contextlib.contextmanager
 def kept() -> Iterator[None]:
-    """Run the body; then put back every setting it changed, in ``SETTINGS``' order."""
+    """Run the body; then put back every setting it changed, in ``SETTINGS``' order, and
+    every function it replaced in ``NAMESPACES``."""
     before = read()
+    functions = [(space, dict(vars(space))) for space in NAMESPACES]
     try:
         yield
     finally:
@@ -84,3 +108,39 @@ def kept() -> Iterator[None]:
             with contextlib.suppress(Exception):  # one that cannot be put back spoils no other
                 if get() != before[name]:
                     put(before[name])
+        for space, saved in functions:
+            _put_back(space, saved)
+
+
+def _put_back(space: Any, saved: dict[str, Any]) -> None:
+    """``space`` as in ``saved`` where user code changed it: a function it replaced back, and
+    on a class one it added (it hides what the class inherits) removed; what a library or
+    torch itself changed or added (a submodule imported, a cache) stays."""
+    for name, value in list(vars(space).items()):
+        old = saved.get(name, _NONE)
+        if old is value or not _users(value):
+            continue
+        with contextlib.suppress(Exception):
+            if old is not _NONE:
+                setattr(space, name, old)
+            elif isinstance(space, type):
+                delattr(space, name)
+
+
+_NONE = object()
+# Where installed code lives (the standard library, site-packages) and this package's own
+# folder: a function defined elsewhere was written by the user.
+_NOT_USERS = tuple(
+    {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    | {str(Path(__file__).resolve().parents[2])}
+)
+
+
+def _users(value: Any) -> bool:
+    """Whether ``value`` is a function (or method) defined in user code."""
+    if isinstance(value, types.ModuleType):
+        return False
+    target = getattr(value, "__func__", value)
+    code = getattr(target, "__code__", None)
+    file = getattr(code, "co_filename", "")
+    return bool(file) and not str(Path(file).resolve()).startswith(_NOT_USERS)
