@@ -74,7 +74,7 @@ CHILD_SIDE = (
     "engine.worker.timing",
     "engine.worker.shipping",
     "engine.worker.target",
-    "engine.worker.torch_settings",
+    "engine.worker.job_state",
     "engine.harness",
 )
 

@@ -78,6 +78,35 @@ def changes_torch() -> None:
     torch.Tensor.add = lambda self, other: self  # hides the inherited method
 
 
+def sets_environment() -> None:
+    os.environ["NSIGHT_AGENT_TEST_LEAK"] = "1"
+    os.environ["HOME"] = "/nowhere"
+
+
+def environment_now() -> tuple[str | None, str | None]:
+    return os.environ.get("NSIGHT_AGENT_TEST_LEAK"), os.environ.get("HOME")
+
+
+def leaves_a_thread() -> None:
+    import threading
+
+    threading.Thread(target=spins, daemon=True, name="user-spinner").start()
+
+
+def spins_briefly() -> None:
+    import threading
+
+    done = threading.Thread(target=time.sleep, args=(0.01,))
+    done.start()
+    done.join()
+    threading.Thread(target=time.sleep, args=(0.01,), daemon=True).start()  # library code
+
+
+def spins() -> None:
+    while True:
+        time.sleep(0.01)
+
+
 def torch_now() -> tuple[str, int, bool, bool, bool]:
     import torch
 
@@ -280,7 +309,7 @@ def test_a_job_that_reads_stdin_reads_nothing_and_takes_no_job(worker: Worker) -
     assert worker.call(pid_and, 2, timeout=60) == (pid, 4)
 
 
-def test_torch_settings_a_job_changed_are_put_back_before_the_next(worker: Worker) -> None:
+def test_job_state_a_job_changed_are_put_back_before_the_next(worker: Worker) -> None:
     """A source that sets torch's process-wide settings or replaces its functions (at import,
     or in a call) changes its own job only: the next job on the same worker sees them as a
     fresh process would."""
@@ -290,6 +319,22 @@ def test_torch_settings_a_job_changed_are_put_back_before_the_next(worker: Worke
     worker.call(changes_torch, timeout=60)
     assert worker.call(torch_now, timeout=60) == before
     assert worker.call(pid_and, 1, timeout=60)[0] == pid  # the same process, not a new one
+
+
+def test_the_environment_a_job_changed_is_put_back(worker: Worker) -> None:
+    before = worker.call(environment_now, timeout=60)
+    worker.call(sets_environment, timeout=60)
+    assert worker.call(environment_now, timeout=60) == before
+
+
+def test_a_job_that_leaves_a_thread_running_retires_its_worker(pool: WorkerPool) -> None:
+    """Its answer stands; the next job runs in a fresh worker, not beside that thread."""
+    worker = pool.get("cpu")
+    pid = worker.call(pid_and, 1, timeout=60)[0]
+    worker.call(spins_briefly, timeout=60)  # a thread of its own that ended: kept
+    assert worker.call(pid_and, 1, timeout=60)[0] == pid
+    assert worker.call(leaves_a_thread, timeout=60) is None
+    assert pool.get("cpu").call(pid_and, 1, timeout=120)[0] != pid
 
 
 def test_os_exit_in_the_source_is_a_died_harness_and_the_worker_is_replaced(

@@ -215,10 +215,10 @@ def run_preflight(job: PreflightJob) -> dict[str, Any]:
 
 def run_job(job: Job) -> Any:
     """The job, with torch's process-wide settings put back after it (a later job starts
-    with them as a fresh process would: ``torch_settings.py``)."""
-    from nsight_agent.engine.worker import torch_settings
+    with them as a fresh process would: ``job_state.py``)."""
+    from nsight_agent.engine.worker import job_state
 
-    with torch_settings.kept():
+    with job_state.kept():
         return _run(job)
 
 
@@ -257,6 +257,7 @@ def handle(job: Job, device: str) -> dict[str, Any]:
     start = time.monotonic()
     reply: dict[str, Any] = {"ok": True, "pid": os.getpid()}
     error_text = ""
+    threads = set(threading.enumerate())
     try:
         reply["value"] = run_job(job)
         if isinstance(job, PreflightJob):
@@ -266,6 +267,9 @@ def handle(job: Job, device: str) -> dict[str, Any]:
         reply.update(ok=False, error=error_text, error_type=type(exc).__name__)
         reply["traceback"] = traceback.format_exc()[-8000:]
     reply["poisoned"] = context_broken(device, error_text) if error_text else False
+    from nsight_agent.engine.worker import job_state
+
+    reply["retire"] = job_state.leftover_threads(threads)  # they would run beside later jobs
     if not reply["poisoned"]:
         release_memory(device)
     reply["seconds"] = time.monotonic() - start

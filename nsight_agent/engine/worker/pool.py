@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import pickle
 import select
@@ -221,6 +222,12 @@ class Worker:
             self.jobs_done += 1
             if reply.get("poisoned"):
                 self._kill()  # the next job gets a fresh CUDA context
+            elif reply.get("retire"):
+                left = ", ".join(reply["retire"][:3])
+                logging.getLogger("nsight_agent").warning(
+                    "a job left threads running (%s): the worker is replaced", left
+                )
+                self._kill()  # the next job is not timed beside them
             if not reply.get("ok"):
                 raise JobError(reply)
             return reply.get("value")

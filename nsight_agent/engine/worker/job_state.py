@@ -1,19 +1,23 @@
-"""torch's process-wide settings, as they were before a job on the warm worker, put back after it.
+"""What a job on the warm worker changed of its process, put back after it.
 
-A cold run (the ncu path's harness, a KernelBench script) starts in a fresh process with
-torch's defaults; the warm worker serves job after job in one process. A source that sets
-``torch.set_default_dtype(torch.float64)``, ``torch.set_num_threads(1)`` or TF32 at import
-would otherwise change every later job there: the next request's inputs in float64, its
-calls on one thread, its matmuls in TF32, measured and checked unlike the same request
-on the ncu path. The same holds for a function a source replaces in torch's namespaces.
-Settings that have no getter (``torch.set_flush_denormal``) or that torch
-fixes once (interop threads) are not kept.
+A cold run (the ncu path's harness, a KernelBench script) starts in a fresh process; the warm
+worker serves job after job in one. A source that sets ``torch.set_default_dtype(torch.float64)``,
+``torch.set_num_threads(1)`` or TF32, replaces ``torch.softmax`` or sets an environment variable
+would otherwise change every later job there: the next request's inputs in float64, its calls
+on one thread, measured and checked unlike the same request on the ncu path. So torch's
+process-wide settings, the functions user code replaced in torch's namespaces and the
+environment go back when the job ends; a thread user code left running would keep using the
+CPU or GPU while later jobs are timed, so the worker is then retired (``leftover_threads``).
+Settings that have no getter (``torch.set_flush_denormal``) or that torch fixes once (interop
+threads) are not kept.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sysconfig
+import threading
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -97,13 +101,16 @@ def read() -> dict[str, Any]:
 
 @contextlib.contextmanager
 def kept() -> Iterator[None]:
-    """Run the body; then put back every setting it changed, in ``SETTINGS``' order, and
-    every function it replaced in ``NAMESPACES``."""
-    before = read()
+    """Run the body; then put back every setting it changed, in ``SETTINGS``' order, every
+    function it replaced in ``NAMESPACES``, and the environment."""
+    before, environment = read(), dict(os.environ)
     functions = [(space, dict(vars(space))) for space in NAMESPACES]
     try:
         yield
     finally:
+        for key in set(os.environ) - set(environment):
+            os.environ.pop(key, None)
+        os.environ.update({k: v for k, v in environment.items() if os.environ.get(k) != v})
         for name, get, put in SETTINGS:
             with contextlib.suppress(Exception):  # one that cannot be put back spoils no other
                 if get() != before[name]:
@@ -134,6 +141,16 @@ _NOT_USERS = tuple(
     {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     | {str(Path(__file__).resolve().parents[2])}
 )
+
+
+def leftover_threads(before: set[threading.Thread]) -> list[str]:
+    """The names of threads running user code that started since ``before`` and still run
+    (torch's and libraries' own pools, which later jobs reuse, are not counted)."""
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t not in before and t.is_alive() and _users(getattr(t, "_target", None) or t.run)
+    ]
 
 
 def _users(value: Any) -> bool:
