@@ -107,6 +107,18 @@ def spins() -> None:
         time.sleep(0.01)
 
 
+def makes_a_side_stream_current() -> None:
+    import torch
+
+    torch.cuda.set_stream(torch.cuda.Stream())
+
+
+def stream_now() -> tuple[int, int]:
+    import torch
+
+    return torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream
+
+
 def torch_now() -> tuple[str, int, bool, bool, bool]:
     import torch
 
@@ -319,6 +331,17 @@ def test_job_state_a_job_changed_are_put_back_before_the_next(worker: Worker) ->
     worker.call(changes_torch, timeout=60)
     assert worker.call(torch_now, timeout=60) == before
     assert worker.call(pid_and, 1, timeout=60)[0] == pid  # the same process, not a new one
+
+
+@pytest.mark.gpu
+def test_a_side_stream_a_job_made_current_is_not_the_next_jobs() -> None:
+    """Else every later job on that worker would launch on the side stream, which the
+    timer's events on the default stream do not wait for."""
+    with WorkerPool() as cuda_pool:
+        worker = cuda_pool.get("cuda")
+        before = worker.call(stream_now, timeout=120)
+        worker.call(makes_a_side_stream_current, timeout=120)
+        assert worker.call(stream_now, timeout=120) == before
 
 
 def test_the_environment_a_job_changed_is_put_back(worker: Worker) -> None:

@@ -75,6 +75,12 @@ SETTINGS: list[Setting] = [
 ]
 if hasattr(torch, "get_default_device"):  # torch >= 2.3
     SETTINGS.append(("default device", torch.get_default_device, torch.set_default_device))
+# Read only where CUDA is up (elsewhere they raise, and are not kept): a job that made another
+# GPU or a side stream current would have every later job run there.
+SETTINGS += [
+    ("current CUDA device", torch.cuda.current_device, torch.cuda.set_device),
+    ("current CUDA stream", torch.cuda.current_stream, torch.cuda.set_stream),
+]
 
 
 # Where a source may replace a function for the whole process (``torch.softmax = ...``,
@@ -95,8 +101,15 @@ NAMESPACES: list[Any] = [
 
 
 def read() -> dict[str, Any]:
-    """Each setting's value now, by name."""
-    return {name: get() for name, get, _ in SETTINGS}
+    """Each setting's value now, by name; those that cannot be read here are left out."""
+    now: dict[str, Any] = {}
+    cuda_up = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+    for name, get, _ in SETTINGS:
+        if name.startswith("current CUDA") and not cuda_up:
+            continue  # reading it would bring CUDA up
+        with contextlib.suppress(Exception):
+            now[name] = get()
+    return now
 
 
 @contextlib.contextmanager
@@ -113,7 +126,7 @@ def kept() -> Iterator[None]:
         os.environ.update({k: v for k, v in environment.items() if os.environ.get(k) != v})
         for name, get, put in SETTINGS:
             with contextlib.suppress(Exception):  # one that cannot be put back spoils no other
-                if get() != before[name]:
+                if name in before and get() != before[name]:
                     put(before[name])
         for space, saved in functions:
             _put_back(space, saved)
