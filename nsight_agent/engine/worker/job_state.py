@@ -75,9 +75,9 @@ SETTINGS: list[Setting] = [
 ]
 if hasattr(torch, "get_default_device"):  # torch >= 2.3
     SETTINGS.append(("default device", torch.get_default_device, torch.set_default_device))
-# Read only where CUDA is up (elsewhere they raise, and are not kept): a job that made another
-# GPU or a side stream current would have every later job run there.
-SETTINGS += [
+# Kept only where CUDA is up (reading them would bring it up): a job that made another GPU or
+# a side stream current would have every later job run there.
+CUDA_SETTINGS: list[Setting] = [
     ("current CUDA device", torch.cuda.current_device, torch.cuda.set_device),
     ("current CUDA stream", torch.cuda.current_stream, torch.cuda.set_stream),
 ]
@@ -100,36 +100,42 @@ NAMESPACES: list[Any] = [
 ]
 
 
-def read() -> dict[str, Any]:
+def _kept_settings() -> list[Setting]:
+    cuda_up = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+    return SETTINGS + CUDA_SETTINGS if cuda_up else SETTINGS
+
+
+def read(settings: list[Setting] | None = None) -> dict[str, Any]:
     """Each setting's value now, by name; those that cannot be read here are left out."""
     now: dict[str, Any] = {}
-    cuda_up = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
-    for name, get, _ in SETTINGS:
-        if name.startswith("current CUDA") and not cuda_up:
-            continue  # reading it would bring CUDA up
+    for name, get, _ in _kept_settings() if settings is None else settings:
         with contextlib.suppress(Exception):
             now[name] = get()
     return now
 
 
 @contextlib.contextmanager
-def kept() -> Iterator[None]:
+def kept() -> Iterator[list[str]]:
     """Run the body; then put back every setting it changed, in ``SETTINGS``' order, every
-    function it replaced in ``NAMESPACES``, and the environment."""
-    before, environment = read(), dict(os.environ)
+    function it replaced in ``NAMESPACES``, and the environment. Yields a list that then
+    holds the threads of user code the body left running (``leftover_threads``)."""
+    threads, settings = set(threading.enumerate()), _kept_settings()
+    before, environment = read(settings), dict(os.environ)
     functions = [(space, dict(vars(space))) for space in NAMESPACES]
+    left_running: list[str] = []
     try:
-        yield
+        yield left_running
     finally:
         for key in set(os.environ) - set(environment):
             os.environ.pop(key, None)
         os.environ.update({k: v for k, v in environment.items() if os.environ.get(k) != v})
-        for name, get, put in SETTINGS:
+        for name, get, put in settings:
             with contextlib.suppress(Exception):  # one that cannot be put back spoils no other
                 if name in before and get() != before[name]:
                     put(before[name])
         for space, saved in functions:
             _put_back(space, saved)
+        left_running += leftover_threads(threads)
 
 
 def _put_back(space: Any, saved: dict[str, Any]) -> None:

@@ -3,9 +3,9 @@
 Wire: each message is an 8-byte big-endian length and a pickle (cloudpickle for jobs, so
 shipped callables travel by value; plain pickle for replies). Jobs arrive on stdin; replies
 leave on a private copy of the original stdout, and fd 1 is pointed at stderr at start-up,
-so nothing the user's code prints can corrupt the channel; jobs are read from a private copy
-of stdin, and fd 0 reads /dev/null, so user code that reads stdin cannot take a job. During a job, fds 1 and 2 go to
-the job's output file when it names one.
+so nothing the user's code prints can corrupt the channel. Likewise jobs are read from a
+private copy of stdin and fd 0 reads /dev/null, so user code that reads stdin cannot take a
+job. During a job, fds 1 and 2 go to the job's output file when it names one.
 
 At start-up the worker imports torch (and triton when installed; on "cpu" with
 ``TRITON_INTERPRET=1``), brings the CUDA context up on "cuda", and says ``ready``. Then it
@@ -214,15 +214,6 @@ def run_preflight(job: PreflightJob) -> dict[str, Any]:
 
 
 def run_job(job: Job) -> Any:
-    """The job, with torch's process-wide settings put back after it (a later job starts
-    with them as a fresh process would: ``job_state.py``)."""
-    from nsight_agent.engine.worker import job_state
-
-    with job_state.kept():
-        return _run(job)
-
-
-def _run(job: Job) -> Any:
     if isinstance(job, PreflightJob):
         return run_preflight(job)
     if isinstance(job, CallJob):
@@ -254,22 +245,24 @@ def context_broken(device: str, error_text: str) -> bool:
 
 
 def handle(job: Job, device: str) -> dict[str, Any]:
+    """One job of the loop, its process state put back after it (``job_state.py``: the next
+    job starts as in a fresh process); ``retire`` names the threads it left running."""
+    from nsight_agent.engine.worker import job_state
+
     start = time.monotonic()
     reply: dict[str, Any] = {"ok": True, "pid": os.getpid()}
     error_text = ""
-    threads = set(threading.enumerate())
-    try:
-        reply["value"] = run_job(job)
-        if isinstance(job, PreflightJob):
-            error_text = str(reply["value"].get("error", ""))
-    except BaseException as exc:
-        error_text = f"{type(exc).__name__}: {exc}"
-        reply.update(ok=False, error=error_text, error_type=type(exc).__name__)
-        reply["traceback"] = traceback.format_exc()[-8000:]
+    with job_state.kept() as left_running:
+        try:
+            reply["value"] = run_job(job)
+            if isinstance(job, PreflightJob):
+                error_text = str(reply["value"].get("error", ""))
+        except BaseException as exc:
+            error_text = f"{type(exc).__name__}: {exc}"
+            reply.update(ok=False, error=error_text, error_type=type(exc).__name__)
+            reply["traceback"] = traceback.format_exc()[-8000:]
+    reply["retire"] = left_running  # they would run beside later jobs: the pool replaces us
     reply["poisoned"] = context_broken(device, error_text) if error_text else False
-    from nsight_agent.engine.worker import job_state
-
-    reply["retire"] = job_state.leftover_threads(threads)  # they would run beside later jobs
     if not reply["poisoned"]:
         release_memory(device)
     reply["seconds"] = time.monotonic() - start
