@@ -41,6 +41,7 @@ import pandas as pd
 from nsight_agent.engine.store import baselines
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.judge.gate import DRIFT_RSD_PCT
+from nsight_agent.request import TIME_METRIC
 from nsight_agent.service import baselines as service
 from nsight_agent.service.measure import Measuring, measure
 from nsight_agent.service.profile import build_request
@@ -86,6 +87,7 @@ def _say(*parts: Any) -> None:
 
 def _medians(run: Any) -> list[float]:
     frame = run.processed
+    frame = frame[frame["Metric"] == TIME_METRIC]  # not the per-call row beside it
     col = "MedianValue" if "MedianValue" in frame.columns else "AvgValue"
     return [float(v) for v in frame.sort_values("n")[col]]
 
