@@ -229,7 +229,8 @@ def peer(data: dict[str, Any]) -> list[str]:
         )
         walls = sweep.get("wall_s") or {}
         blocks.append(
-            f"Same DataFrame columns: {sweep.get('same_columns')}. Wall of each tool's sweep: "
+            columns_line(sweep.get("ours_columns") or [], sweep.get("peer_columns") or [])
+            + " Wall of each tool's sweep: "
             + "; ".join(f"{t} {', '.join(seconds(w) for w in ws)}" for t, ws in walls.items())
             + "."
         )
@@ -256,6 +257,22 @@ def peer(data: dict[str, Any]) -> list[str]:
         ]
         blocks.append(table(header, rows))
     return blocks
+
+
+def columns_line(ours: list[str], peer: list[str]) -> str:
+    """How our DataFrame's columns stand to the peer's: its own ones missing, their order,
+    and what ours adds."""
+    if not ours or not peer:
+        return "DataFrame columns: not recorded."
+    missing = [c for c in peer if c not in ours]
+    added = [c for c in ours if c not in peer]
+    in_order = [c for c in ours if c in peer] == [c for c in peer if c in ours]
+    said = (
+        f"nsight-python 0.9.6's DataFrame columns: {len(peer) - len(missing)} of {len(peer)} "
+        f"in ours, {'in its order' if in_order else 'in another order'}"
+    )
+    said += f"; missing: {', '.join(missing)}" if missing else ""
+    return said + (f"; ours adds {', '.join(added)}." if added else ".")
 
 
 def section_costs(data: dict[str, Any]) -> list[str]:

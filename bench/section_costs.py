@@ -4,6 +4,8 @@
 One probe kernel (``bench/probes/ncu_passthrough.py``, ``run_sfu``), one config, through the
 profile use case, each call one cold ncu run:
 
+- a warm-up run, not kept (the machine's first ncu run pays once for ncu's start and the
+  probe's compile);
 - ``floor``: the time metric alone, with 1 and with 5 measured calls (5 kernels): the fixed
   cost of a run and what one more profiled kernel adds at one pass;
 - ``section:<S>``: each section a diagnosis reads, alone beside the time metric (1 call);
@@ -78,6 +80,9 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs_root = Path(tempfile.mkdtemp(prefix="section-costs-"))
+    # A machine's first ncu run pays once for what later runs find ready (ncu's own start,
+    # the probe's compile): measured first and kept apart, it would be taken for the floor.
+    one_call(runs_root, "warm-up", [], 1)
     plan: list[tuple[str, list[str], int]] = [
         ("floor", [], 1),
         ("floor", [], 5),

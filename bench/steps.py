@@ -109,15 +109,20 @@ def outcomes(text: str) -> list[dict[str, Any]]:
 
 
 def pytest_step(
-    scratch: Path, name: str, marker: str, paths: list[str], limit_s: float
+    scratch: Path,
+    name: str,
+    marker: str,
+    paths: list[str],
+    limit_s: float,
+    margin_s: float = SESSION_MARGIN_S,
 ) -> dict[str, Any]:
     """One pytest run: its exit, seconds and each test case's outcome (JUnit XML; cut by its
     limit, pytest writes none, and each test's ``-v`` line says instead). pytest starts no
-    test past the limit less ``SESSION_MARGIN_S``, so that it ends by itself and writes the
-    XML with each failure's traceback."""
+    test past the limit less ``margin_s`` (the step's longest test), so that it ends by itself
+    and writes the XML with each failure's traceback."""
     xml = scratch / f"{name}.xml"
     workers = ["-n", "6"] if marker != "gpu_fault" else []  # ncu runs queue on the GPU's lock
-    session = f"--session-timeout={max(1, int(limit_s - SESSION_MARGIN_S))}"
+    session = f"--session-timeout={max(1, int(limit_s - margin_s))}"
     argv = [PY, "-m", "pytest", "-m", marker, *workers, "-v", "-rfEX", "--tb=short", session]
     step = command([*argv, f"--junitxml={xml}", *paths], limit_s)
     tests = junit(xml) or outcomes(step.pop("stdout"))

@@ -134,3 +134,16 @@ def test_the_recorded_sweep_is_a_results_file_with_the_environment_it_recorded()
     assert (env["date"], env["commit"], env["ncu"]) == (meta["date"], meta["commit"], meta["ncu"])
     assert f"{env['gpu']}, {env['driver']}" == meta["gpu"]
     assert path.name == results.file_name(env)
+
+
+def test_the_peer_columns_line_names_what_is_missing_added_and_reordered() -> None:
+    from bench.doc_tables_measures import columns_line
+
+    peer = ["Annotation", "AvgValue", "Geomean"]
+    assert columns_line([*peer, "MedianValue"], peer) == (
+        "nsight-python 0.9.6's DataFrame columns: 3 of 3 in ours, in its order; "
+        "ours adds MedianValue."
+    )
+    said = columns_line(["AvgValue", "Annotation"], peer)
+    assert "2 of 3" in said and "in another order" in said and "missing: Geomean" in said
+    assert columns_line([], peer) == "DataFrame columns: not recorded."
