@@ -87,6 +87,49 @@ def environment_now() -> tuple[str | None, str | None]:
     return os.environ.get("NSIGHT_AGENT_TEST_LEAK"), os.environ.get("HOME")
 
 
+def changes_the_interpreter() -> None:
+    """What a source can change of its interpreter, each a way to fail or skew later jobs."""
+    import decimal
+    import io
+    import resource
+    import signal
+    import sys
+    import warnings
+
+    warnings.simplefilter("error")  # every later warning an exception
+    sys.setrecursionlimit(120)
+    decimal.getcontext().prec = 5
+    os.umask(0o777)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.setitimer(signal.ITIMER_REAL, 3600.0)  # SIGALRM would end a later job
+    sys.stdout = io.StringIO()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(32, soft), hard))
+
+
+def interpreter_now() -> tuple[object, ...]:
+    import decimal
+    import resource
+    import signal
+    import sys
+    import warnings
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.warn("a warning is said, not raised", stacklevel=1)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return (
+        len(said),
+        sys.getrecursionlimit(),
+        decimal.getcontext().prec,
+        mask,
+        signal.getsignal(signal.SIGTERM) is signal.SIG_IGN,
+        signal.getitimer(signal.ITIMER_REAL)[0] > 0,
+        type(sys.stdout).__name__,
+        resource.getrlimit(resource.RLIMIT_NOFILE),
+    )
+
+
 def leaves_a_thread() -> None:
     import threading
 
@@ -350,6 +393,37 @@ def test_the_environment_a_job_changed_is_put_back(worker: Worker) -> None:
     assert worker.call(environment_now, timeout=60) == before
 
 
+def test_the_interpreter_state_a_job_changed_is_put_back(worker: Worker) -> None:
+    """warnings filters, recursion limit, decimal context, umask, signal handlers, a running
+    interval timer, the standard streams and resource limits: the next job on the same worker
+    sees them as a fresh process would."""
+    before = worker.call(interpreter_now, timeout=60)
+    assert before[0] == 1 and before[2] == 28 and before[4:6] == (False, False), before
+    pid = worker.call(pid_and, 1, timeout=60)[0]
+    worker.call(changes_the_interpreter, timeout=60)
+    assert worker.call(interpreter_now, timeout=60) == before
+    assert worker.call(pid_and, 1, timeout=60)[0] == pid
+
+
+def test_a_setting_that_cannot_be_put_back_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Such a job retires its worker (``retire``), as one that leaves a thread running does."""
+    from nsight_agent.engine.worker import job_state
+
+    value = {"now": 1}
+
+    def put(_: object) -> None:
+        raise PermissionError("a hard limit was lowered")
+
+    fake = ("fake limit", lambda: value["now"], put)
+    monkeypatch.setattr(job_state, "PROCESS_SETTINGS", [*job_state.PROCESS_SETTINGS, fake])
+    with job_state.kept() as outliving:
+        value["now"] = 2
+    assert outliving == ["fake limit not put back (PermissionError: a hard limit was lowered)"]
+    with job_state.kept() as outliving:
+        pass
+    assert outliving == []
+
+
 def test_a_job_that_leaves_a_thread_running_retires_its_worker(pool: WorkerPool) -> None:
     """Its answer stands; the next job runs in a fresh worker, not beside that thread."""
     worker = pool.get("cpu")
@@ -368,6 +442,20 @@ def test_os_exit_in_the_source_is_a_died_harness_and_the_worker_is_replaced(
     result = warm_preflight(pool, run_dir_for(req, tmp_path, "run"), req, "cpu")
     assert not result.ok and "died" in result.errors[0]
     assert pool.get("cpu").call(pid_and, 1, timeout=120)[0] != before
+
+
+def test_a_source_that_changes_directory_still_leaves_its_files_in_its_run(
+    pool: WorkerPool, tmp_path: Path
+) -> None:
+    """The harness writes its manifest where it started, not into the folder user code moved
+    to (that run read as "wrote no manifest", its files left in another folder)."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moves = f"import os\nos.chdir({str(elsewhere)!r})\n"
+    req = request(moves + SETUP + "def run(x):\n    return x\n")
+    result = warm_preflight(pool, run_dir_for(req, tmp_path, "run"), req, "cpu")
+    assert result.ok, result.errors
+    assert sorted(p.name for p in elsewhere.iterdir()) == []
 
 
 def test_time_job_on_a_rendered_run(pool: WorkerPool, tmp_path: Path) -> None:

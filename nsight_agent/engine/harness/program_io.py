@@ -67,13 +67,16 @@ def wait_for_gate(path: str, device: str) -> list[str] | None:
 
 @dataclass
 class Files:
-    """Where the harness writes: beside itself, under an optional prefix (pre-flight)."""
+    """Where the harness writes: beside itself, under an optional prefix (pre-flight). The
+    folder is the one it started in, taken before any user code runs: a source that changes
+    the working directory (``os.chdir``) still leaves its manifest in its run folder."""
 
     prefix: str
     manifest: dict[str, Any] = field(default_factory=dict)
+    folder: Path = field(default_factory=Path.cwd)
 
     def path(self, name: str) -> Path:
-        return Path(f"{self.prefix}{name}")
+        return self.folder / f"{self.prefix}{name}"
 
     def write_manifest(self) -> None:
         tmp = self.path("manifest.json.tmp")

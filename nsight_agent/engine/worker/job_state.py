@@ -8,17 +8,27 @@ on one thread, measured and checked unlike the same request on the ncu path. So 
 process-wide settings, the functions user code replaced in torch's namespaces and the
 environment go back when the job ends; a thread user code left running would keep using the
 CPU or GPU while later jobs are timed, so the worker is then retired (``leftover_threads``).
-Settings that have no getter (``torch.set_flush_denormal``) or that torch fixes once (interop
-threads) are not kept.
+The interpreter's own process state goes back too: warnings filters (``simplefilter("error")``
+would fail every later job that warns), the recursion limit, the decimal context, the umask,
+signal handlers and the interval timer, the standard streams and resource limits. What cannot
+be put back (a hard limit lowered) retires the worker like a leftover thread. Settings that
+have no getter (``torch.set_flush_denormal``) or that torch fixes once (interop threads) are
+not kept; the working directory, ``sys.path`` and ``sys.argv`` are the run's
+(``main._in_run_dir``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import decimal
 import os
+import resource
+import signal
+import sys
 import sysconfig
 import threading
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +85,93 @@ SETTINGS: list[Setting] = [
 ]
 if hasattr(torch, "get_default_device"):  # torch >= 2.3
     SETTINGS.append(("default device", torch.get_default_device, torch.set_default_device))
+
+
+def _warning_filters() -> tuple[list[Any], Any]:
+    return list(warnings.filters), warnings.showwarning
+
+
+def _put_warning_filters(value: tuple[list[Any], Any]) -> None:
+    filters: list[Any] = warnings.filters  # type: ignore[assignment]  # a list at run time
+    filters[:] = value[0]
+    warnings.showwarning = value[1]
+    # The C module caches what each filter list decided; a new version drops those caches.
+    mutated = getattr(warnings, "_filters_mutated", None) or getattr(
+        warnings, "_filters_mutated_lock_held", None
+    )
+    if mutated is not None:
+        mutated()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading it sets it: put it straight back
+    os.umask(mask)
+    return mask
+
+
+def _put_umask(mask: int) -> None:
+    os.umask(mask)
+
+
+# Signals a source may take over; the worker's own (SIGCHLD for its children) among them.
+SIGNALS = [
+    getattr(signal, n)
+    for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGCHLD")
+    if hasattr(signal, n)
+]
+
+
+def _handlers() -> dict[int, Any]:
+    return {int(s): signal.getsignal(s) for s in SIGNALS}
+
+
+def _put_handlers(value: dict[int, Any]) -> None:
+    for number, handler in value.items():
+        if signal.getsignal(number) is not handler and handler is not None:
+            signal.signal(number, handler)
+
+
+def _timer() -> tuple[float, float]:
+    return signal.getitimer(signal.ITIMER_REAL)
+
+
+def _put_timer(value: tuple[float, float]) -> None:
+    signal.setitimer(signal.ITIMER_REAL, *value)  # a timer left running would end a later job
+
+
+def _streams() -> tuple[Any, Any, Any]:
+    return sys.stdin, sys.stdout, sys.stderr
+
+
+def _put_streams(value: tuple[Any, Any, Any]) -> None:
+    sys.stdin, sys.stdout, sys.stderr = value
+
+
+LIMIT_NAMES = ("NOFILE", "AS", "CPU", "DATA", "FSIZE", "NPROC", "STACK", "CORE")
+LIMITS = [getattr(resource, f"RLIMIT_{n}") for n in LIMIT_NAMES if hasattr(resource, f"RLIMIT_{n}")]
+
+
+def _limits() -> dict[int, tuple[int, int]]:
+    return {n: resource.getrlimit(n) for n in LIMITS}
+
+
+def _put_limits(value: dict[int, tuple[int, int]]) -> None:
+    for number, limits in value.items():
+        if resource.getrlimit(number) != limits:
+            resource.setrlimit(number, limits)  # raises where a hard limit was lowered
+
+
+# The interpreter's process state, put back after torch's.
+PROCESS_SETTINGS: list[Setting] = [
+    ("warnings filters", _warning_filters, _put_warning_filters),
+    ("recursion limit", sys.getrecursionlimit, sys.setrecursionlimit),
+    ("decimal context", lambda: decimal.getcontext().copy(), decimal.setcontext),
+    ("umask", _umask, _put_umask),
+    ("signal handlers", _handlers, _put_handlers),
+    ("interval timer", _timer, _put_timer),
+    ("standard streams", _streams, _put_streams),
+    ("resource limits", _limits, _put_limits),
+]
 # Kept only where CUDA is up (reading them would bring it up): a job that made another GPU or
 # a side stream current would have every later job run there.
 CUDA_SETTINGS: list[Setting] = [
@@ -102,7 +199,7 @@ NAMESPACES: list[Any] = [
 
 def _kept_settings() -> list[Setting]:
     cuda_up = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
-    return SETTINGS + CUDA_SETTINGS if cuda_up else SETTINGS
+    return SETTINGS + (CUDA_SETTINGS if cuda_up else []) + PROCESS_SETTINGS
 
 
 def read(settings: list[Setting] | None = None) -> dict[str, Any]:
@@ -116,26 +213,29 @@ def read(settings: list[Setting] | None = None) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def kept() -> Iterator[list[str]]:
-    """Run the body; then put back every setting it changed, in ``SETTINGS``' order, every
-    function it replaced in ``NAMESPACES``, and the environment. Yields a list that then
-    holds the threads of user code the body left running (``leftover_threads``)."""
+    """Run the body; then put back every setting it changed, in ``_kept_settings``' order,
+    every function it replaced in ``NAMESPACES``, and the environment. Yields a list that then
+    holds what the body left that would outlive it: the threads of user code still running
+    (``leftover_threads``) and the settings that could not be put back."""
     threads, settings = set(threading.enumerate()), _kept_settings()
     before, environment = read(settings), dict(os.environ)
     functions = [(space, dict(vars(space))) for space in NAMESPACES]
-    left_running: list[str] = []
+    outliving: list[str] = []
     try:
-        yield left_running
+        yield outliving
     finally:
         for key in set(os.environ) - set(environment):
             os.environ.pop(key, None)
         os.environ.update({k: v for k, v in environment.items() if os.environ.get(k) != v})
         for name, get, put in settings:
-            with contextlib.suppress(Exception):  # one that cannot be put back spoils no other
+            try:  # one that cannot be put back spoils no other
                 if name in before and get() != before[name]:
                     put(before[name])
+            except Exception as err:
+                outliving.append(f"{name} not put back ({type(err).__name__}: {err})")
         for space, saved in functions:
             _put_back(space, saved)
-        left_running += leftover_threads(threads)
+        outliving += [f"thread {name}" for name in leftover_threads(threads)]
 
 
 def _put_back(space: Any, saved: dict[str, Any]) -> None:

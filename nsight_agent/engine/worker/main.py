@@ -246,13 +246,14 @@ def context_broken(device: str, error_text: str) -> bool:
 
 def handle(job: Job, device: str) -> dict[str, Any]:
     """One job of the loop, its process state put back after it (``job_state.py``: the next
-    job starts as in a fresh process); ``retire`` names the threads it left running."""
+    job starts as in a fresh process); ``retire`` names what it left that would outlive it
+    (threads still running, settings that could not be put back)."""
     from nsight_agent.engine.worker import job_state
 
     start = time.monotonic()
     reply: dict[str, Any] = {"ok": True, "pid": os.getpid()}
     error_text = ""
-    with job_state.kept() as left_running:
+    with job_state.kept() as outliving:
         try:
             reply["value"] = run_job(job)
             if isinstance(job, PreflightJob):
@@ -261,7 +262,7 @@ def handle(job: Job, device: str) -> dict[str, Any]:
             error_text = f"{type(exc).__name__}: {exc}"
             reply.update(ok=False, error=error_text, error_type=type(exc).__name__)
             reply["traceback"] = traceback.format_exc()[-8000:]
-    reply["retire"] = left_running  # they would run beside later jobs: the pool replaces us
+    reply["retire"] = outliving  # they would change later jobs: the pool replaces us
     reply["poisoned"] = context_broken(device, error_text) if error_text else False
     if not reply["poisoned"]:
         release_memory(device)

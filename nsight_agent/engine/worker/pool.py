@@ -225,9 +225,9 @@ class Worker:
             elif reply.get("retire"):
                 left = ", ".join(reply["retire"][:3])
                 logging.getLogger("nsight_agent").warning(
-                    "a job left threads running (%s): the worker is replaced", left
+                    "a job left what would outlive it (%s): the worker is replaced", left
                 )
-                self._kill()  # the next job is not timed beside them
+                self._kill()  # the next job is neither timed beside them nor changed by them
             if not reply.get("ok"):
                 raise JobError(reply)
             return reply.get("value")
