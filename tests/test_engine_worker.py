@@ -90,6 +90,7 @@ def environment_now() -> tuple[str | None, str | None]:
 def changes_the_interpreter() -> None:
     """What a source can change of its interpreter, each a way to fail or skew later jobs."""
     import decimal
+    import gc
     import io
     import resource
     import signal
@@ -105,10 +106,13 @@ def changes_the_interpreter() -> None:
     sys.stdout = io.StringIO()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(32, soft), hard))
+    gc.disable()
+    sys.settrace(lambda *args: None)
 
 
 def interpreter_now() -> tuple[object, ...]:
     import decimal
+    import gc
     import resource
     import signal
     import sys
@@ -127,6 +131,8 @@ def interpreter_now() -> tuple[object, ...]:
         signal.getitimer(signal.ITIMER_REAL)[0] > 0,
         type(sys.stdout).__name__,
         resource.getrlimit(resource.RLIMIT_NOFILE),
+        gc.isenabled(),
+        sys.gettrace() is None,
     )
 
 
@@ -403,6 +409,21 @@ def test_the_interpreter_state_a_job_changed_is_put_back(worker: Worker) -> None
     worker.call(changes_the_interpreter, timeout=60)
     assert worker.call(interpreter_now, timeout=60) == before
     assert worker.call(pid_and, 1, timeout=60)[0] == pid
+
+
+def pins_itself_to_one_cpu() -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def test_a_job_that_pins_its_cpus_retires_its_worker(pool: WorkerPool) -> None:
+    """torch's thread pool keeps the affinity it started with: the next job runs in a fresh
+    worker on every CPU, not pinned to the one the job chose."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: pinning to it changes nothing")
+    worker = pool.get("cpu")
+    pid = worker.call(pid_and, 1, timeout=60)[0]
+    worker.call(pins_itself_to_one_cpu, timeout=60)
+    assert pool.get("cpu").call(pid_and, 1, timeout=120)[0] != pid
 
 
 def test_a_setting_that_cannot_be_put_back_is_said(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,9 @@ environment go back when the job ends; a thread user code left running would kee
 CPU or GPU while later jobs are timed, so the worker is then retired (``leftover_threads``).
 The interpreter's own process state goes back too: warnings filters (``simplefilter("error")``
 would fail every later job that warns), the recursion limit, the decimal context, the umask,
-signal handlers and the interval timer, the standard streams and resource limits. What cannot
+signal handlers and the interval timer, the standard streams, resource limits, the garbage
+collector and trace hooks. A job that changed the CPU affinity or the scheduling priority
+(``os.nice``), which torch's threads inherit, retires the worker. What cannot
 be put back (a hard limit lowered) retires the worker like a leftover thread. Settings that
 have no getter (``torch.set_flush_denormal``) or that torch fixes once (interop threads) are
 not kept; the working directory, ``sys.path`` and ``sys.argv`` are the run's
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import decimal
+import gc
 import os
 import resource
 import signal
@@ -161,6 +164,38 @@ def _put_limits(value: dict[int, tuple[int, int]]) -> None:
             resource.setrlimit(number, limits)  # raises where a hard limit was lowered
 
 
+def _collector() -> tuple[bool, tuple[int, ...]]:
+    return gc.isenabled(), gc.get_threshold()
+
+
+def _put_collector(value: tuple[bool, tuple[int, ...]]) -> None:
+    gc.set_threshold(*value[1])
+    (gc.enable if value[0] else gc.disable)()
+
+
+def _hooks() -> tuple[Any, Any]:
+    return sys.gettrace(), sys.getprofile()
+
+
+def _put_hooks(value: tuple[Any, Any]) -> None:
+    sys.settrace(value[0])  # a tracer left on would slow every later job's calls
+    sys.setprofile(value[1])
+
+
+def _priority() -> int:
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _retire(_: object) -> None:
+    """The put of a setting each thread holds for itself (Linux): putting it back on this
+    thread would leave torch's thread pool, started with the job's value, as the job left it."""
+    raise RuntimeError("torch's threads keep the job's value")
+
+
+def _affinity() -> set[int]:
+    return os.sched_getaffinity(0)
+
+
 # The interpreter's process state, put back after torch's.
 PROCESS_SETTINGS: list[Setting] = [
     ("warnings filters", _warning_filters, _put_warning_filters),
@@ -171,7 +206,18 @@ PROCESS_SETTINGS: list[Setting] = [
     ("interval timer", _timer, _put_timer),
     ("standard streams", _streams, _put_streams),
     ("resource limits", _limits, _put_limits),
+    ("garbage collector", _collector, _put_collector),
+    ("trace and profile hooks", _hooks, _put_hooks),
+    ("thread switch interval", sys.getswitchinterval, sys.setswitchinterval),
 ]
+if hasattr(sys, "get_int_max_str_digits"):  # Python >= 3.11
+    PROCESS_SETTINGS.append(
+        ("int digits limit", sys.get_int_max_str_digits, sys.set_int_max_str_digits)
+    )
+if hasattr(os, "sched_getaffinity"):  # Linux: the CPUs the job's calls may run on
+    PROCESS_SETTINGS.append(("CPU affinity", _affinity, _retire))
+if hasattr(os, "getpriority"):  # a lower priority (os.nice) would slow later CPU timings
+    PROCESS_SETTINGS.append(("scheduling priority", _priority, _retire))
 # Kept only where CUDA is up (reading them would bring it up): a job that made another GPU or
 # a side stream current would have every later job run there.
 CUDA_SETTINGS: list[Setting] = [
