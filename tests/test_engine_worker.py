@@ -445,6 +445,35 @@ def test_a_setting_that_cannot_be_put_back_is_said(monkeypatch: pytest.MonkeyPat
     assert outliving == []
 
 
+def leaves_a_process() -> None:
+    subprocess.Popen(["sleep", "300"])  # a child of the worker, its marker inherited
+
+
+def runs_a_process_to_its_end() -> None:
+    subprocess.run(["true"], check=True)
+
+
+def starts_a_compile_pool() -> None:
+    """A process named as torch.compile's compile workers are, which later jobs reuse."""
+    import sys
+
+    pool = "/site-packages/torch/_inductor/compile_worker/__main__.py"
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", pool])
+
+
+def test_a_job_that_leaves_a_process_running_retires_its_worker(pool: WorkerPool) -> None:
+    """The process ends with the worker; the next job is not timed beside it. A library's
+    pool (torch.compile's compile workers) stays for the jobs after."""
+    worker = pool.get("cpu")
+    pid = worker.call(pid_and, 1, timeout=60)[0]
+    worker.call(runs_a_process_to_its_end, timeout=60)  # ended with its job: kept
+    assert worker.call(pid_and, 1, timeout=60)[0] == pid
+    worker.call(starts_a_compile_pool, timeout=60)
+    assert worker.call(pid_and, 1, timeout=60)[0] == pid
+    worker.call(leaves_a_process, timeout=60)
+    assert pool.get("cpu").call(pid_and, 1, timeout=120)[0] != pid
+
+
 def test_a_job_that_leaves_a_thread_running_retires_its_worker(pool: WorkerPool) -> None:
     """Its answer stands; the next job runs in a fresh worker, not beside that thread."""
     worker = pool.get("cpu")

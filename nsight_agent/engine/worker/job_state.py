@@ -7,7 +7,8 @@ would otherwise change every later job there: the next request's inputs in float
 on one thread, measured and checked unlike the same request on the ncu path. So torch's
 process-wide settings, the functions user code replaced in torch's namespaces and the
 environment go back when the job ends; a thread user code left running would keep using the
-CPU or GPU while later jobs are timed, so the worker is then retired (``leftover_threads``).
+CPU or GPU while later jobs are timed, so the worker is then retired (``leftover_threads``),
+as it is when a process the job started still runs (``leftover_processes``).
 The interpreter's own process state goes back too: warnings filters (``simplefilter("error")``
 would fail every later job that warns), the recursion limit, the decimal context, the umask,
 signal handlers and the interval timer, the standard streams, resource limits, the garbage
@@ -38,6 +39,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional
+
+from nsight_agent.engine import children
 
 Setting = tuple[str, Callable[[], Any], Callable[[Any], None]]
 MATMUL, CUDNN = "torch.backends.cuda.matmul", "torch.backends.cudnn"
@@ -262,8 +265,11 @@ def kept() -> Iterator[list[str]]:
     """Run the body; then put back every setting it changed, in ``_kept_settings``' order,
     every function it replaced in ``NAMESPACES``, and the environment. Yields a list that then
     holds what the body left that would outlive it: the threads of user code still running
-    (``leftover_threads``) and the settings that could not be put back."""
+    (``leftover_threads``), the processes it started still running (``leftover_processes``)
+    and the settings that could not be put back."""
     threads, settings = set(threading.enumerate()), _kept_settings()
+    marker = os.environ.get(children.MARKER, "")
+    processes = set(_ours(marker))
     before, environment = read(settings), dict(os.environ)
     functions = [(space, dict(vars(space))) for space in NAMESPACES]
     outliving: list[str] = []
@@ -282,6 +288,7 @@ def kept() -> Iterator[list[str]]:
         for space, saved in functions:
             _put_back(space, saved)
         outliving += [f"thread {name}" for name in leftover_threads(threads)]
+        outliving += leftover_processes(marker, processes)
 
 
 def _put_back(space: Any, saved: dict[str, Any]) -> None:
@@ -315,6 +322,39 @@ def leftover_threads(before: set[threading.Thread]) -> list[str]:
         t.name
         for t in threading.enumerate()
         if t not in before and t.is_alive() and _users(getattr(t, "_target", None) or t.run)
+    ]
+
+
+# Processes libraries keep for later jobs: torch.compile's compile workers, the helpers of
+# multiprocessing. Any other process a job started and left running would run beside the
+# jobs after it (a cold run's would end with its harness).
+# (torch starts its compile workers as .../torch/_inductor/compile_worker/__main__.py.)
+POOLS = (
+    "_inductor/compile_worker",
+    "_inductor.compile_worker",
+    "multiprocessing.resource_tracker",
+    "multiprocessing.forkserver",
+)
+
+
+def _ours(marker: str) -> dict[int, str]:
+    """The processes that carry this worker's marker (``engine/children.py``: every process
+    it started, and theirs, inherit it): pid -> command line."""
+    if not marker:
+        return {}
+    found = {}
+    for pid in children.marked_processes(marker, exact=True):
+        with contextlib.suppress(OSError):
+            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return found
+
+
+def leftover_processes(marker: str, before: set[int]) -> list[str]:
+    """The processes started since ``before`` that still run, other than libraries' pools."""
+    return [
+        f"process {pid} ({command.strip()[:60]})"
+        for pid, command in _ours(marker).items()
+        if pid not in before and not any(pool in command for pool in POOLS)
     ]
 
 
