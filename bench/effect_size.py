@@ -5,11 +5,12 @@ suite runs the held-out part)::
     python3 bench/effect_size.py --json effect_size.json
 
 One Triton kernel (a chain of ``y = y * a + b`` with a = 1, b = 0 read at run time, so the
-output equals the input whatever the chain's length) at four sizes, about 2 us, 10 us, 50 us
-and 1 ms on the H200. Variants: the baseline; ``same_k``, the baseline's entry again; ``side_k``,
-the same launch on a side stream joined both ways; and ``slower5``, the chain 5 % longer (the
-same output, 5 % more work). Through ``compare_variants``' use case (``service.profile``), on
-both methods:
+output equals the input whatever the chain's length) at four sizes, about 1.5 us, 12 us, 60 us
+and 1.1 ms on an H100 under the timing path
+(``bench/results/effect-size/2026-12-06-h100-80gb-hbm3-1f031cd.json``). Variants: the
+baseline; ``same_k``, the baseline's entry again; ``side_k``, the same launch on a side stream
+joined both ways; and ``slower5``, the chain 5 % longer (the same output, 5 % more work).
+Through ``compare_variants``' use case (``service.profile``), on both methods:
 
 1. calibration: one call per method with 8 ``same`` and 8 ``side`` variants: the largest
    change between an identical variant and the baseline among those whose intervals separated,
@@ -80,7 +81,7 @@ def run_slower5(x, iters):
     return _launch(x, max(iters + 1, round(iters * 1.05)))
 """
 
-# About 2 us, 10 us, 50 us and 1 ms on the H200 (the answer records the measured times).
+# About 1.5 us, 12 us, 60 us and 1.1 ms on an H100 (the answer records the measured times).
 CONFIGS = [
     {"n": 65536, "iters": 1},
     {"n": 1 << 20, "iters": 256},

@@ -9,7 +9,7 @@ Shows:
 Kept deliberately plain (one kernel per annotation, the default metric) so the same
 workload can be timed side by side with other profilers. The matmul is bf16 because
 cuBLAS runs an fp32 matmul of these small sizes as two kernels on some GPUs (a split-K
-reduction after the GEMM, e.g. on H200 for n = 256 to 768), and each annotation here
+reduction after the GEMM, e.g. on the H200 at the smaller sizes), and each annotation here
 must launch exactly one kernel.
 
 Run::

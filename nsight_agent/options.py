@@ -1,6 +1,6 @@
 """ncu's collection choices and the time metric, as plain names.
 
-Apart from ``request`` (pydantic, about 0.1-0.2 s to import) because the nsight-python API's
+Apart from ``request`` (pydantic, a slow import) because the nsight-python API's
 decorating import needs only these: every script that profiles pays that import before its
 first call.
 """

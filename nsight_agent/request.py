@@ -36,9 +36,12 @@ CombineKernels = Literal["sum", "none"]
 
 MAX_CONFIGS = 64
 # The smallest change called faster or slower, in percent and, for times, in nanoseconds: on
-# the H200, identical variants whose 95 % intervals separated differed by up to 4.6 % (61 ns)
-# at 1.3 us and 0.7 % at 60 us (bench/effect_size.py): a fixed jitter of
-# tens of ns at small sizes, a few tenths of a percent above; an agent would not act on less.
+# an H100 (bench/results/effect-size/2026-12-06-h100-80gb-hbm3-1f031cd.json, held_out: 40
+# identical variants per size and method), identical variants moved by up to 1.38 % at
+# 1.468 us timed and 5.57 % at 2.998 us under ncu, 0.40 % and 0.53 % near 60 us; the 95 %
+# intervals alone called 3 of them faster or slower (up to 0.89 % at 13.17 us, 0.53 % at 61.93 us),
+# this rule none: a jitter of tens to a few hundred ns at small sizes, a few tenths of a
+# percent above; an agent would not act on less.
 MIN_EFFECT_PCT = 3.0
 MIN_EFFECT_NS = 100.0
 """Largest number of configurations one request may expand to (a grid is counted expanded)."""

@@ -193,10 +193,10 @@ def test_short_cuda_event_rows_carry_a_warning_and_long_or_cpu_rows_do_not() -> 
     assert "method='ncu'" in warning
     assert short_kernel_warning(frame.iloc[2:], "cuda_events") == []
     assert short_kernel_warning(frame, "perf_counter") == []  # CPU timing: no such claim
-    # CUPTI records read 0.5-1.1 us shorter than ncu's duration (bench/fast_loop.py).
+    # CUPTI records read shorter than ncu's duration (bench/fast_loop.py's agreement phase).
     (cupti,) = short_kernel_warning(frame, "cupti")
     assert cupti.startswith("2 row(s) under 100 us (shortest 4.2 us)")
-    assert "0.5-1.1 us shorter than ncu's kernel duration" in cupti
+    assert "shorter than ncu's kernel duration" in cupti
     assert short_kernel_warning(frame.iloc[2:], "cupti") == []
 
 

@@ -1,10 +1,12 @@
 """Probe (the step view): can ncu profile one launch per launch configuration of a large
 step, and do those launches stand for the rest?
 
-Under ncu with the step view's cheap sections a step costs about 0.5 s a launch on the H200
-(VGG16: 88 launches, 46 s of ncu), so a 100-layer model takes minutes. Most of its launches
-repeat: the same kernel with the same grid and block. This probe runs one forward step of a
-KernelBench level-3 model inside an NVTX range, after a warm-up, under ncu twice:
+Under ncu each profiled launch costs its replay passes (15 for the step view's cheap
+sections, about 0.05 s a pass of a small kernel on an H100:
+``bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json``),
+so a 100-layer model takes minutes. Most of its launches repeat: the same kernel with the
+same grid and block. This probe runs one forward step of a KernelBench level-3 model inside
+an NVTX range, after a warm-up, under ncu twice:
 
   full     every launch of the range
   sampled  ``--filter-mode per-launch-config --launch-count 1``: one launch per configuration

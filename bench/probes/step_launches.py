@@ -1,7 +1,9 @@
 """Probe (the step view): how many kernel launches one forward step of each KernelBench
 level-3 model makes, and how many distinct launch configurations they fall into.
 
-A step costs ncu about 0.5 s a launch with the step view's cheap sections on the H200, so the
+Under ncu each profiled launch costs its replay passes (15 for the step view's cheap sections,
+about 0.05 s a pass of a small kernel on an H100:
+``bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json``), so the
 launch count says which models the step view can profile within a limit, and the count of
 distinct (kernel, grid, block) says what one launch per configuration would cost instead.
 One forward after a warm-up, under torch.profiler (CUPTI); grid and block are read from the

@@ -38,7 +38,7 @@ from nsight_agent.options import TIME_METRIC, CacheControl, ClockControl, Replay
 if TYPE_CHECKING:
     from nsight_agent.api.results import ProfileResults
 
-# What reading the report needs (pandas, ncu_report: about 0.3 s). Not imported with the
+# What reading the report needs (pandas, ncu_report: slow imports). Not imported with the
 # decorator, so the profiled child, whose script decorates the function too, never loads them;
 # the caller loads them in a thread while ncu runs (``prefetch``).
 READERS = ("nsight_agent.engine.collection.measure", "nsight_agent.api.results")

@@ -1,5 +1,5 @@
 """``analyze.plot``: draws the ``ProfileResults`` of the ``analyze.kernel`` function below it.
-Its imports (matplotlib, about 0.5 s) run in a thread while the profile call waits on ncu."""
+Its imports (matplotlib, a slow one) run in a thread while the profile call waits on ncu."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class PlottedFunction:
         functools.update_wrapper(self, func, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # matplotlib's import (about 0.5 s) overlaps the profile call, which waits on ncu.
+        # matplotlib's import (a slow one) overlaps the profile call, which waits on ncu.
         imports = prefetch.start("nsight_agent.views.plot", name="nsight-agent-plot-import")
         results = self.func(*args, **kwargs)
         imports.join()

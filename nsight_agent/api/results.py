@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # pandas (about 0.2 s) loads with the report's rows, not with `import nsight`
+if TYPE_CHECKING:  # pandas (a slow import) loads with the report's rows, not with `import nsight`
     import pandas as pd
 
 

@@ -3,10 +3,11 @@
 A section collects every counter of its tables and charts and runs its rules; the checks read a
 few of them. Five sections serve the diagnosis only through counters (the memory tables, warp
 state, the instruction mix, the compute pipes and the tensor roofline): asked for by name, what
-the checks read replaces their replay passes (on the H200 the memory tables alone were 2.5 s
-of a 9 s diagnosis, bench/deeper_pass.py). The cheap four keep their sections (their rules give
-the bound's findings), and so does SourceCounters (per-instruction values, from patched SASS
-and warp sampling, which no counter name asks for).
+the checks read replaces their replay passes (on an H100 the memory tables take 30 replay
+passes alone, all ten sections at once 34:
+``bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json``). The cheap four keep
+their sections (their rules give the bound's findings), and so does SourceCounters
+(per-instruction values, from patched SASS and warp sampling, which no counter name asks for).
 
 ``COUNTERS`` is every counter the checks read that a report of those sections holds (of the
 sections the one pass collects: not the half-precision roofline), and no other: a counter the

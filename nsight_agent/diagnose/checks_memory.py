@@ -59,8 +59,9 @@ STALL_LONG_SB = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_act
 WARPS_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
 
 # What these checks read that ncu's MemoryWorkloadAnalysis_Tables section holds, by name: the
-# section's 30 replay passes cost 2.5 s of a 9 s diagnosis on the H200, and its one rule the
-# checks consult (SharedMemoryConflicts) changed no planted kernel's top cause when absent.
+# section takes 30 replay passes alone, all ten sections of the one pass 34, on an H100
+# (bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json), and its one rule the
+# checks consult (SharedMemoryConflicts) changes no planted kernel's top cause when absent.
 # Not LOCAL_BYTES or GLOBAL_BYTES: the section never held them, and present they would move
 # the spill check off the instruction counts it was tested on (diagnose/by_name.py).
 TABLE_METRICS = (

@@ -151,8 +151,8 @@ def unit_may_limit(f: Finding, ctx: Context) -> bool:
     A local estimate is one unit's throughput in isolation: it shortens the kernel only when
     that unit limits it. Never for a memory-bound kernel; for ncu's FPInstructions (FADD/FMUL
     pairs one FFMA could replace) only when that precision's FLOP rate is the kernel's own and
-    at least half its peak. On the H200 an SFU-bound kernel (MUFU.SIN, fp32 at 5.7 % of peak)
-    was headlined "fp32 non-fused instructions" without this."""
+    at least half its peak. Without this, on the H200 an SFU-bound kernel (MUFU.SIN, its fp32
+    rate far under half its peak) gets the headline "fp32 non-fused instructions"."""
     if ctx.bound.bound == "memory-bound":
         return False
     if f.rule_id == "FPInstructions":
@@ -168,8 +168,8 @@ def symptom_headroom(ctx: Context) -> float:
     Symptom rules (achieved occupancy, issue slots, stall reasons) are about hiding latency:
     the same work, issued better. That work cannot go faster than its busiest unit's peak, so a
     kernel whose SM or memory unit is at 90 % of peak gains at most 10 % from them, whatever
-    their estimate (on the H200, ncu's achieved-occupancy estimate of 71 % headlined an SFU
-    loop whose XU pipe issued at 97 % of its peak)."""
+    their estimate (on the H200, a large achieved-occupancy estimate of ncu's would headline an
+    SFU loop whose XU pipe issues near its peak)."""
     busiest = max(ctx.bound.compute_pct or 0.0, ctx.bound.memory_pct or 0.0)
     return max(0.0, 100.0 - busiest)
 

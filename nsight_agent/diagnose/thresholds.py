@@ -34,8 +34,8 @@ class DiagnosisThresholds(BaseModel):
     )
     dram_roof_pct: float = Field(
         default=80.0,
-        description="DRAM bandwidth at or above this % of peak: at the DRAM roof (copies peak "
-        "near 90-92 % on H200, so 80 % is within about 15 % of attainable)",
+        description="DRAM bandwidth at or above this % of peak: at the DRAM roof (a plain copy "
+        "stays under the nominal peak too, so 80 % is close to what is attainable)",
     )
     compute_roof_pct: float = Field(
         default=70.0,

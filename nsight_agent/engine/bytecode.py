@@ -2,8 +2,8 @@
 
 Every pre-flight, ncu harness and warm worker is a new interpreter that imports torch. Where
 torch's modules carry no bytecode beside them (an image built with PYTHONDONTWRITEBYTECODE=1,
-or a read-only site-packages), each of those interpreters compiles about 1,600 of torch's
-sources again: 8.2 s of a 15.1 s pre-flight on the H200 (cProfile). Such a child
+or a read-only site-packages), each of those interpreters compiles every torch source it
+imports again: most of a pre-flight's time (cProfile, on the H200). Such a child
 gets PYTHONPYCACHEPREFIX, a folder of our cache: the first child writes its bytecode there,
 the next ones read it. A prefix the user set is theirs and stays; where torch's bytecode is
 beside it already, nothing changes (a prefix would make Python ignore that bytecode).

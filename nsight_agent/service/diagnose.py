@@ -2,10 +2,9 @@
 
 From source: one ncu run with every section the checks read (every one a diagnosis could ask
 a deeper pass for), torch operator ranges and a few counters (DRAM bytes, tensor precision),
-diagnosed. One run, not a cheap pass and then a deeper one: measured on the H200
-(bench/deeper_pass.py), the two passes cost 1.5-1.9x one run of
-ncu's full set, as each pays ncu's start-up and the second replays every kernel again with
-the first's sections too (``bench/deeper_pass.py`` measures both ways). ``deep=False`` runs
+diagnosed. One run, not a cheap pass and then a deeper one: the two passes cost more than one
+run of ncu's full set, as each pays ncu's start-up and the second replays every kernel again
+with the first's sections too (``bench/deeper_pass.py`` measures both ways). ``deep=False`` runs
 the cheap sections alone. With ``time_step``, one call is also timed on the timing path (the
 host-gap finding). Every run goes through ``measure``, so the executor in use (the server's
 GPU slots, a Ray pool) runs them all.
@@ -53,11 +52,14 @@ FIRST_PASS_SECTIONS = ["SpeedOfLight", "LaunchStats", "Occupancy", "SpeedOfLight
 ONE_PASS_SECTIONS = [*FIRST_PASS_SECTIONS, *(s for s in DEEPER if s not in FIRST_PASS_SECTIONS)]
 # What goes to ncu by name instead of as sections (diagnose/by_name.py), chosen by
 # NSIGHT_AGENT_DIAGNOSE_PASS: "counters" (the default) asks by name for what the checks read of
-# every section they read only counters of; "tables" does so for the memory tables alone, whose
-# 30 replay passes were 2.5 s of a 9 s diagnosis on a target (H200); "sections" asks for every
-# section. The counters go into the report only (a kernel without one is no error). On the
-# H200 the counters' one pass was 1.62x a pre-launched profile against the sections' 2.85x, with
-# the planted kernels' first causes kept (docs/DIAGNOSIS.md).
+# every section they read only counters of; "tables" does so for the memory tables alone, which
+# take 30 replay passes alone, all ten sections 34, on an H100
+# (bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json); "sections" asks for
+# every section. The counters go into the report only (a kernel without one is no error). On
+# an H100 the counters' one pass is 1.675x a pre-launched profile of the same kernel
+# (bench/results/prelaunch/2026-12-06-h100-80gb-hbm3-2f84c92.json, diagnose_over_same_kernel;
+# ``bench/prelaunch.py --by-name sections`` times the sections' pass beside it), with the
+# planted kernels' first causes kept (docs/DIAGNOSIS.md).
 TABLES = "MemoryWorkloadAnalysis_Tables"
 PASS_ENV = "NSIGHT_AGENT_DIAGNOSE_PASS"
 OnePass = Literal["sections", "tables", "counters"]
@@ -204,7 +206,7 @@ def diagnose_source(
     if refused:
         sections, counters, choice = first.sections, [], "sections"
     # The step's wall time feeds the host-gap finding of a step of several kernels; a call of
-    # one kernel has no step view, so it is not timed (a timing job cost ~3 s on the H200).
+    # one kernel has no step view, so it is not timed (a timing job is one more run).
     timed = None
     if time_step and len({k for names in run.kernels.values() for k in names}) > 1:
         hints["timing"], timed = _time_one_call(first, where)

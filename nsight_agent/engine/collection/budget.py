@@ -5,9 +5,9 @@ target, and the report) plus, for every kernel it profiles, one replay of that k
 pass its metrics need. The fixed part and a pass's seconds are fitted to the runs this
 machine made (each run keeps its ncu seconds and replay passes: ``measure.Measured.ncu_cost``);
 before it has made enough, the figures recorded on the H200 stand in, and the answer says
-which it used. A section's passes were read on the H200 (ncu 2025.3.1) with the section
-alone; sections share passes, so their sum overestimates a run of several: a plan that fits
-by it fits.
+which it used. A section's passes are those of the section alone (ncu 2025.3.1 on an H100:
+``bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json``); sections share
+passes, so their sum overestimates a run of several: a plan that fits by it fits.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from pydantic import BaseModel, Field
 from nsight_agent.engine.store.facts import RunFacts
 from nsight_agent.engine.store.retention import run_folders
 
-# Replay passes of one kernel with the section alone beside the time metric (H200, ncu
-# 2025.3.1, bench/section_costs.py). A section not listed counts as UNLISTED.
+# Replay passes of one kernel with the section alone beside the time metric (ncu 2025.3.1 on
+# an H100, bench/section_costs.py: results.derived.sections.<name>.passes of
+# bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json). A section not listed
+# counts as UNLISTED.
 SECTION_PASSES = {
     "SpeedOfLight": 10,
     "LaunchStats": 1,
@@ -41,9 +43,11 @@ UNLISTED_PASSES = 10
 # ten counters are not one pass, nor thirty).
 METRICS_PER_PASS = 4
 
-# Measured on the H200 (bench/section_costs.py): a cold ncu run of a small torch job
-# 5.6 s; a replay pass of one kernel 0.04 s (2^20 floats) to 0.08 s (2^24: the memory tables'
-# 30 passes cost 2.5 s on a target).
+# What stands in until this machine has runs of its own: a cold ncu run of a small torch job,
+# and a replay pass of one kernel, whose cost grows with the kernel's size (the figure here is
+# for a larger kernel than the probe's). bench/section_costs.py measures both; on an H100 a
+# pass of one kernel of 2^20 floats costs 0.046 s (results.derived.s_per_kernel_pass of
+# bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json).
 RECORDED_START_S = 5.6
 RECORDED_PASS_S = 0.08
 FIT_RUNS = 30  # the newest runs the fit reads

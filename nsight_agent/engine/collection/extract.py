@@ -172,7 +172,7 @@ def read_actions(
 
 
 def _attr(action: Any, available: set[str], name: str, default: Any) -> Any:
-    """``available``: the action's metric names, read once (each read costs about 50 us)."""
+    """``available``: the action's metric names, read once per action (each read costs time)."""
     return action[name].value() if name in available else default
 
 

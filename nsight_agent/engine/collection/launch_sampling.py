@@ -1,16 +1,20 @@
 """Launch sampling: a step profiled one launch per launch configuration, read as every launch.
 
-A deep network or an RNN repeats the same kernel with the same grid and block many times (a
-KernelBench LSTM: 6,242 launches a step in 5 configurations; ResNet101: 586 in 67), and ncu
-costs about 0.5 s a launch with the cheap sections on the H200. Under ``sample_launches`` ncu
-profiles the first launch of each configuration in the measured call (``NCU_ARGS``)
-and the pre-flight lists every launch of that call with its configuration, duration and torch
-operator (CUPTI, ``runtime.call_counting_kernels``). ``expand`` maps the two: each launch of
-the call becomes the profiled launch of its configuration, its time (and DRAM bytes) scaled
-by its own pre-flight duration over the profiled one's, since one configuration can do
-different work (a cuDNN batch norm over more channels: 21 % off when read from one sample on
-ResNet18 on the H200), and grouped under its own operator. A launch the map cannot place is
-``SamplingMismatch``: the caller says so rather than guessing.
+A deep network or an RNN repeats the same kernel with the same grid and block many times (on
+the H200 a KernelBench LSTM step makes 6242 launches in 5 configurations, ResNet101's 586 in
+65: ``launches`` and ``sampled`` of the ``steps`` rows in
+``bench/results/kernelbench-sweep/2026-12-04-h200-c546327.json``), and ncu replays each launch
+it profiles once per pass of its sections (0.046 s a pass of one 2^20-float kernel on an H100:
+``s_per_kernel_pass`` in ``bench/results/section-costs/2026-12-06-h100-80gb-hbm3-1f031cd.json``).
+Under ``sample_launches`` ncu profiles the first launch of each configuration in the measured
+call (``NCU_ARGS``) and the pre-flight lists every launch of that call with its configuration,
+duration and torch operator (CUPTI, ``runtime.call_counting_kernels``). ``expand`` maps the
+two: each launch of the call becomes the profiled launch of its configuration, its time (and
+DRAM bytes) scaled by its own pre-flight duration over the profiled one's, since one
+configuration can do different work (a cuDNN batch norm over more channels reads far off from
+one sample: ``bench/probes/launch_config_sampling.py`` measures that error on a step), and
+grouped under its own operator. A launch the map cannot place is ``SamplingMismatch``: the
+caller says so rather than guessing.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from nsight_agent.options import TIME_METRIC
 from nsight_agent.source_kernels import base_name
 
 # One launch per unique launch configuration, counted among the launches the NVTX filter lets
-# through (a warm-up outside the measured call takes none: on the H200 a ResNet18 step after a
-# warm-up gave 40 of its 127 launches, bench/probes/launch_config_sampling.py).
+# through (a warm-up outside the measured call takes none:
+# bench/probes/launch_config_sampling.py counts the launches ncu profiles of a step after one).
 NCU_ARGS = ("--filter-mode", "per-launch-config", "--launch-count", "1")
 DURATION = TIME_METRIC
 # Per-launch totals that grow with the launch's work; rates and percentages do not.

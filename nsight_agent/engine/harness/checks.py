@@ -148,9 +148,9 @@ def _nonfinite(t: torch.Tensor) -> str:
     return " and ".join(parts)
 
 
-# Elements compared at once: the errors are computed in float64 (five such temporaries), so a
-# 6 GiB fp32 output compared whole needed about 80 GiB beside it (KernelBench's level-1
-# activations on the H200: out of memory); in chunks it needs about 0.2 GiB.
+# Elements compared at once: the errors are computed in float64 (five such temporaries), so an
+# fp32 output compared whole needs ten times its size or more beside it (KernelBench's 6 GiB
+# level-1 activations on the H200: out of memory); in chunks of this many, about 0.2 GiB.
 ERROR_CHUNK = 1 << 22
 
 

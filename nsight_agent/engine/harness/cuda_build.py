@@ -123,7 +123,7 @@ def build(
 def cuda_file(code: str, flags: Sequence[str], load_inline: Any) -> dict[str, Any]:
     """load_inline's CUDA arguments. The bindings include torch/extension.h in the .cu file,
     so its C++ file needs nothing: where torch can leave out the headers it adds, the C++ file
-    is empty (a compile of torch's headers less, about 20 s of CPU) and the .cu file gets
+    is empty (a compile of torch's headers less, seconds of CPU) and the .cu file gets
     the same three lines torch would put above it (the same text, so the same library)."""
     if "no_implicit_headers" in inspect.signature(load_inline).parameters:
         return {

@@ -8,8 +8,8 @@ launched between calls) are nobody's.
 
 CUPTI can lose records: with CUDA 12.6u2-13.0 a kernel's record may arrive with a broken
 timestamp and be dropped by kineto as out of the session (pytorch/pytorch#192021, fixed in
-CUPTI 13.1; torch 2.11+cu130 carries CUPTI 13.0, though 400 sessions on the H200 lost none:
-bench/probes/cupti_lost.py). A lost record is not a kernel that did not run: the launch call
+CUPTI 13.1; torch 2.11+cu130 carries CUPTI 13.0, though bench/probes/cupti_lost.py's sessions
+on the H200 lost none). A lost record is not a kernel that did not run: the launch call
 is still there. So a kernel launch with no GPU record is counted as lost, and a call with a
 lost launch has no trustworthy count or GPU time.
 

@@ -3,8 +3,8 @@
 nvcc runs the passes of one ``.cu`` file one after another: preprocess for the host, the
 host front end (``cudafe++``), preprocess for the device, the device compiler (``cicc``),
 ``ptxas``, ``fatbinary``, then the host compile that embeds the device code. With torch's
-headers in the file, ``cudafe++`` and ``cicc`` each parse all of ATen (12 s and 9 s of a
-torch ``load_inline`` candidate's build on a CPU machine of this project), yet neither reads
+headers in the file, ``cudafe++`` and ``cicc`` each parse all of ATen (seconds of CPU each in
+a torch ``load_inline`` candidate's build), yet neither reads
 the other's output: they share only a module id, which ``cudafe++`` writes and ``cicc`` reads.
 Here nvcc only says its passes (``-dryrun``, intermediates in a folder of our own); the id is
 written first (named the way nvcc names it, from the file, the arguments and the text), and

@@ -179,8 +179,8 @@ def run_order(names: Sequence[str], run: int) -> list[str]:
     """The order of one run's calls: the list rotated by one place every two runs, reversed on
     odd runs (A B C, C B A, B C A, A C B, ...). Reversal cancels a linear drift within each
     pair; the rotation moves every variant through the first and last places, which no
-    variant may hold for good (on the H200 under ncu at 2.7 us, the baseline, always at an
-    end, measured about 5.5 % slower than 40 identical copies that never were)."""
+    variant may hold for good (on the H200 under ncu at a few microseconds, a baseline always
+    at an end reads measurably slower than identical copies never there)."""
     k = (run // 2) % len(names) if names else 0
     rotated = [*names[k:], *names[:k]]
     return rotated if run % 2 == 0 else rotated[::-1]
@@ -283,8 +283,8 @@ def _trace_configs(prof: Any) -> dict[int, tuple[int, ...]]:
 def kineto_profiler(cpu: bool = True, shapes: bool = False) -> Any:
     """torch's kineto profiler of CPU ranges (``cpu``) and CUDA work, CUPTI underneath: the
     one ``torch.profiler.profile`` makes, without that class's start, which asks
-    ``hasattr(torch, "_inductor")`` and so imports torch._inductor and torch._dynamo (5.8 s of
-    a 15 s pre-flight on the H200). Its events: ``.kineto_results.events()``;
+    ``hasattr(torch, "_inductor")`` and so imports torch._inductor and torch._dynamo (seconds,
+    a large share of a pre-flight on the H200). Its events: ``.kineto_results.events()``;
     ``shapes``: operators' input sizes recorded (a launch-sampled pre-flight's groups)."""
     from torch.autograd.profiler import profile
 

@@ -2,8 +2,7 @@
 
 Under ncu, a process's first CUDA call loads ncu's injection and sets it up; importing torch
 (seconds) touches no CUDA at all. So the child starts the driver beside its imports instead of
-after them (on an H100, nsight-python's example 02 profiled in 4.1-4.2 s
-against 5.2-6.7 s without it).
+after them (on an H100 nsight-python's example 02 profiles faster with it than without it).
 ``ENV``:
 
 - ``init`` (the child's default): the driver only (``cuInit``);
@@ -12,10 +11,10 @@ against 5.2-6.7 s without it).
 - ``warmup`` (what ``analyze.kernel`` asks under kernel replay): the context, then one empty
   kernel (``annotation.WARMUP_KERNEL``) launched inside the range ncu profiles, so that ncu
   sets up its first profiled kernel during the imports rather than in the first measured call
-  (on an H100 the calls took 0.14-0.17 s against 0.95-1.65 s; the extraction drops the kernel
-  by name). Its range is opened through an NVTX domain object of its own: ncu 2025.3.1 stops
-  matching a domain's ranges on one thread once the same domain handle has opened a range on
-  another (the user's calls then profile nothing);
+  (on an H100 the measured calls take a fraction of their time without it; the extraction
+  drops the kernel by name). Its range is opened through an NVTX domain object of its own:
+  ncu 2025.3.1 stops matching a domain's ranges on one thread once the same domain handle has
+  opened a range on another (the user's calls then profile nothing);
 - ``off``.
 
 Holding a context on the first visible device costs memory there even when the function uses

@@ -274,7 +274,8 @@ def release_memory(device: str) -> None:
     """Hand the GPU memory a finished job freed back to the driver: the job's modules are
     dropped, but cycles keep its tensors until collected, and torch's caching allocator keeps
     what was freed reserved, so a worker that served large problems in turn ran out of memory
-    for the next one (a 12 GiB input beside 69 GiB held). The next job allocates afresh."""
+    for the next one (a 12 GiB input beside what earlier jobs held). The next job allocates
+    afresh."""
     torch = sys.modules.get("torch")
     if not device.startswith("cuda") or torch is None:
         return

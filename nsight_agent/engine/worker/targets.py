@@ -1,6 +1,6 @@
 """Pre-launched ncu targets: per GPU slot, processes waiting under ``ncu --mode launch``.
 Each has Python, torch and triton imported (``worker/target.py``), so a profile job skips
-that start (about 4-5 s on the H200).
+that start (seconds of imports).
 
     pool = TargetPool("0", size=1)     # owned by the local executor, one per GPU slot
     pool.start()                       # a keeper thread launches the targets
@@ -332,8 +332,8 @@ class TargetPool:
         """Forget targets that ended or never got ready; count failed launches in a row and
         turn the pool off, saying why, past ``FAILURES_OFF`` or on an option ncu refused.
         ncu prints "Waiting for profiler to attach" as it launches, before the target imports
-        anything (0.2 s on the H200): the line says nothing about a CUDA call (taken for
-        one, it would kill every target while it imports and turn the pool off)."""
+        anything: the line says nothing about a CUDA call (taken for one, it would kill every
+        target while it imports and turn the pool off)."""
         for target in list(self._waiting):
             if target.ready():
                 self._failures = 0

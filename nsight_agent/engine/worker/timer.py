@@ -6,14 +6,16 @@ runtime calls name, by correlation id, the GPU work it launched on any stream
 (``harness/gpu_activity.py``). The call's time is the union of that work's [start, end)
 intervals: work on two streams that overlaps counts once, gaps between kernels (launch
 latency, host work) do not count, so a single kernel's time is its execution as CUPTI records
-it (0.5-1.1 us shorter than ncu's duration on the H200, which also holds the GPU's launch
-processing: bench/fast_loop.py). Work left on a side stream that the entry did not join is
-counted too: the device is synchronised before the trace is read. A call one of whose kernel
-records CUPTI lost has no GPU time (it would read short) and is left out of the samples.
+it, shorter than ncu's duration, which also holds the GPU's launch processing (on an H100
+3616 ns where ncu reads 4976 ns, 172399 ns where it reads 173353.6 ns: results.agreement of
+bench/results/perf/2026-12-06-h100-80gb-hbm3-b6e4923.json, from bench/fast_loop.py). Work
+left on a side stream that the entry did not join is counted too: the device is synchronised
+before the trace is read. A call one of whose kernel records CUPTI lost has no GPU time (it
+would read short) and is left out of the samples.
 
 CUDA events around each call stay as a cross-check (``events_ns``); on the CPU,
-``time.perf_counter_ns`` around the call is the only clock. Measured on the H200
-(bench/probes/kineto_events.py): a profiler session with its events read costs 3.8 ms.
+``time.perf_counter_ns`` around the call is the only clock. A profiler session with its events
+read costs milliseconds (bench/probes/kineto_events.py prints its cost).
 """
 
 from __future__ import annotations
@@ -176,8 +178,10 @@ def peak_dram_bytes_per_s() -> float | None:
 
 # The CPU speed probe (judge/gate.py): a fixed torch workload on the intra-op thread pool, as the
 # timed ops run, repeated for a span longer than a scheduler's time slice so that another
-# process's load is sampled, not missed. Measured on a 2-core CPU machine: ~150 us
-# a call quiet (5 probes within 10 %), 300-940 us beside one busy process, 8000 us beside two.
+# process's load is sampled, not missed. On a 2-core CPU machine a call takes 93.4-104.0 us
+# quiet and 8009-8129 us beside two busy processes (baseline.cpu_probe_us and the reasons of
+# checks.unchanged_under_load in bench/results/gate-under-load/2026-12-06-cpu-a09b578.json,
+# from bench/gate_under_load.py).
 CPU_PROBE_SPAN_NS = 200_000_000
 CPU_PROBE_ENV = "NSIGHT_AGENT_CPU_PROBE"  # "0": skip it (the tests' stand-in runs set it)
 

@@ -200,8 +200,8 @@ def _runs(
     names = [n for n in variants if n not in dropped]
     timed: dict[str, list[Call]] = {n: [] for n in names}
     # The loop stops on the CUDA-event times (known at once); the GPU records of the whole
-    # loop are read once at its end (one profiler session: 14 ms for 10 calls on the H200,
-    # 39 ms with one per run) and are the times reported.
+    # loop are read once at its end (one profiler session: each costs milliseconds,
+    # bench/probes/kineto_events.py) and are the times reported.
     estimates: dict[str, list[float]] = {n: [] for n in names}
     watch = integrity.StorageWatch()
     kept: dict[str, tuple[Any, Any]] = {}

@@ -3,8 +3,8 @@ run's (``attached.py`` is the way of collecting that takes a target, and falls b
 The target waits under ``ncu --mode launch`` (``worker/targets.py``); the run leaves the same
 report, log, program output and errors as a cold one.
 
-ncu 2025.3.1 (measured on the H200): an attach finds a target only once the target is
-suspended at its first CUDA call; before that it fails in about 0.6 s ("No attachable process
+ncu 2025.3.1 (seen on the H200): an attach finds a target only once the target is suspended
+at its first CUDA call; before that it fails after ncu's own start ("No attachable process
 found"), so it is tried again until it connects, the target ends, or the run's time is up.
 Connected, it profiles until the target exits, and records no NVTX state: the harness runs
 with call markers on (``harness/call_markers.py``), each measured call and its markers inside
@@ -34,7 +34,7 @@ from nsight_agent.engine.store.run_files import RunFiles
 from nsight_agent.errors import NcuError
 
 NOT_FOUND = re.compile(r"No attachable process|No processes found")
-RETRY_S = 0.1  # between attaches that found no target yet (each costs ncu's start, ~0.6 s)
+RETRY_S = 0.1  # between attaches that found no target yet (each costs ncu's own start)
 
 
 class Prelaunched(Protocol):

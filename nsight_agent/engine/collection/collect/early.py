@@ -5,10 +5,10 @@ The harness under ncu starts with the pre-flight, imports torch, brings CUDA up 
 a gate file (``program_io.wait_for_gate``); the pipeline writes the pre-flight's verdict there
 (the variants to skip) or "stop". Measuring still starts only after the pre-flight: what
 overlaps is the profiled interpreter's start, its imports and its CUDA context, with the
-pre-flight and a candidate's compile. On the H200 a
-``load_inline`` candidate's first ncu call on a fresh machine cost 12.3 s beyond its compile
-this way and 15.6 s in the staged order; with the candidate built, the ncu stage took 3.8 s
-instead of 8.6 s; verdicts and values the same in every pair.
+pre-flight and a candidate's compile. On the H200 this order saves seconds on a
+``load_inline`` candidate's first ncu call on a fresh machine (beyond its compile) against the
+staged order, and with the candidate built the ncu stage is far shorter than staged; verdicts
+and values agree in every pair.
 """
 
 from __future__ import annotations
