@@ -31,6 +31,7 @@ import signal
 import sys
 import sysconfig
 import threading
+import time
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -337,25 +338,57 @@ POOLS = (
 )
 
 
+def _descendants(pid: int) -> set[int] | None:
+    """This process's children and theirs, from /proc's children lists (None where the kernel
+    keeps none): microseconds, where a scan of every process's environment takes
+    milliseconds on a busy machine, twice a job."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        tasks = Path(f"/proc/{todo.pop()}/task")
+        try:
+            lists = [(t / "children").read_text() for t in tasks.iterdir()]
+        except OSError:
+            if not found and not (tasks / str(pid) / "children").exists():
+                return None
+            continue
+        new = {int(c) for text in lists for c in text.split()} - found
+        found |= new
+        todo += new
+    return found
+
+
 def _ours(marker: str) -> dict[int, str]:
-    """The processes that carry this worker's marker (``engine/children.py``: every process
-    it started, and theirs, inherit it): pid -> command line."""
-    if not marker:
-        return {}
+    """The processes this worker started, and theirs: its descendants, else those that carry
+    its marker (``engine/children.py``: they inherit it): pid -> command line."""
+    pids = _descendants(os.getpid())
+    if pids is None:
+        pids = set(children.marked_processes(marker, exact=True)) if marker else set()
     found = {}
-    for pid in children.marked_processes(marker, exact=True):
+    for pid in pids:
         with contextlib.suppress(OSError):
             found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     return found
 
 
 def leftover_processes(marker: str, before: set[int]) -> list[str]:
-    """The processes started since ``before`` that still run, other than libraries' pools."""
-    return [
-        f"process {pid} ({command.strip()[:60]})"
-        for pid, command in _ours(marker).items()
-        if pid not in before and not any(pool in command for pool in POOLS)
-    ]
+    """The processes started since ``before`` that still run, other than libraries' pools.
+    One just forked may not have run its program yet (its command line still ours, or
+    none): those are read again for up to a second (a fork that runs no other program, as
+    multiprocessing's, stays ours and counts)."""
+    own = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+    def left() -> dict[int, str]:
+        found = _ours(marker).items()
+        return {p: c for p, c in found if p not in before and not any(x in c for x in POOLS)}
+
+    found = left()
+    for _ in range(20):  # a second at most, spent only where a process was left
+        if not any(command in ("", own) for command in found.values()):
+            break
+        time.sleep(0.05)
+        found = left()
+    return [f"process {pid} ({command.strip()[:60]})" for pid, command in found.items()]
 
 
 def _users(value: Any) -> bool:
