@@ -238,3 +238,29 @@ def test_the_regression_gate_validates_the_new_source_before_measuring(
     assert cli.main(["check", str(kernel), "--baseline", "main", "--runs-root", str(tmp_path)]) == 1
     assert f"{kernel}, line 8: syntax error: expected ':'" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir() if p.name[0].isdigit()) == [run.run_id]
+
+
+def test_a_source_that_starts_with_a_byte_order_mark_is_read_as_python_reads_it() -> None:
+    """An editor's UTF-8 BOM: Python runs such a file, so the request is no syntax error, on
+    the shared source and a candidate's own alike (a dict or a ``Variant``)."""
+    from nsight_agent.request import Variant
+
+    bom = "\ufeff"
+    own = {"name": "new", "entry": "run_new", "source": bom + TORCH}
+    done = validate(FIELDS | {"source": bom + TORCH, "variants": [TWO[0], own]}, "timing")
+    assert done.request.source == TORCH and not done.dropped
+    assert [v.source for v in done.request.variants] == [None, TORCH]
+    model = Variant(name="new", entry="run_new", source=bom + TORCH)
+    done = validate(FIELDS | {"variants": [TWO[0], model]}, "timing")
+    assert done.request.variants[1].source == TORCH
+
+
+def test_the_cli_reads_a_file_with_a_byte_order_mark_and_names_a_folder(tmp_path: Path) -> None:
+    from nsight_agent.cli.inputs import kernel_source
+    from nsight_agent.errors import InvalidRequestError
+
+    path = tmp_path / "kernel.py"
+    path.write_bytes(b"\xef\xbb\xbf" + TORCH.encode())
+    validate(FIELDS | {"source": kernel_source(path, "profile")}, "timing")
+    with pytest.raises(InvalidRequestError, match="is a folder, not a file"):
+        kernel_source(tmp_path, "profile")

@@ -88,6 +88,8 @@ def kernel_source(path: Path, command: str) -> str:
         if command == "diagnose"
         else "; `nsight-agent report` reads a .ncu-rep."
     )
+    if path.is_dir():
+        raise InvalidRequestError(f"{path} is a folder, not a file.", takes)
     if not path.is_file():
         raise InvalidRequestError(f"No file at {path}.", takes)
     try:

@@ -82,6 +82,32 @@ TIMING_REFUSES: dict[str, tuple[Any, str]] = {
 }
 
 
+BOM = "\ufeff"
+
+
+def _without_bom(given: dict[str, Any]) -> dict[str, Any]:
+    """The sources without a leading byte-order mark, as Python reads a file that starts with
+    one (an editor's UTF-8 BOM): ``compile`` of the text would call it a syntax error."""
+    for key in ("source", "cuda_source"):
+        if isinstance(given.get(key), str) and given[key].startswith(BOM):
+            given[key] = given[key][1:]
+    if isinstance(given.get("variants"), list):
+        given["variants"] = [_variant_without_bom(v) for v in given["variants"]]
+    return given
+
+
+def _variant_without_bom(variant: Any) -> Any:
+    """A variant (a dict, or a ``Variant``) whose own source starts with a BOM, without it."""
+    source = (
+        variant.get("source") if isinstance(variant, dict) else getattr(variant, "source", None)
+    )
+    if not isinstance(source, str) or not source.startswith(BOM):
+        return variant
+    if isinstance(variant, dict):
+        return {**variant, "source": source[1:]}
+    return variant.model_copy(update={"source": source[1:]})
+
+
 @dataclass(frozen=True)
 class Validated:
     """A request that passed: what to measure (its candidates dropped at validation left
@@ -112,7 +138,7 @@ def validate(
     checked for ``method`` (None: no method's options checked); ``files``: the file each
     source came from, by variant name ("" for the shared source); ``also``: problems the
     front end found in its own arguments, listed with these. Raises ``RequestRejected``."""
-    given = {k: v for k, v in fields.items() if v is not None}
+    given = _without_bom({k: v for k, v in fields.items() if v is not None})
     found, language = check_sources(given, files)
     given.setdefault("language", language)  # None: not told (the shared source must compile)
     drop = {p.variant for p in found if p.variant}
