@@ -76,6 +76,7 @@ def changes_torch() -> None:
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.softmax = lambda x, dim: x  # replaced for the process
     torch.Tensor.add = lambda self, other: self  # hides the inherited method
+    torch.backends.cuda.enable_flash_sdp(False)
 
 
 def sets_environment() -> None:
@@ -168,13 +169,14 @@ def stream_now() -> tuple[int, int]:
     return torch.cuda.current_device(), torch.cuda.current_stream().cuda_stream
 
 
-def torch_now() -> tuple[str, int, bool, bool, bool]:
+def torch_now() -> tuple[str, int, bool, bool, bool, bool]:
     import torch
 
     dtype, threads = str(torch.get_default_dtype()), torch.get_num_threads()
     x = torch.tensor([0.0, 0.0])
     works = torch.softmax(x, dim=0).tolist() == [0.5, 0.5] and x.add(1).tolist() == [1.0, 1.0]
-    return dtype, threads, torch.is_grad_enabled(), torch.backends.cuda.matmul.allow_tf32, works
+    tf32, flash = torch.backends.cuda.matmul.allow_tf32, torch.backends.cuda.flash_sdp_enabled()
+    return dtype, threads, torch.is_grad_enabled(), tf32, works, flash
 
 
 def cuda_error() -> None:
@@ -375,7 +377,12 @@ def test_job_state_a_job_changed_are_put_back_before_the_next(worker: Worker) ->
     or in a call) changes its own job only: the next job on the same worker sees them as a
     fresh process would."""
     before = worker.call(torch_now, timeout=60)
-    assert before[0] == "torch.float32" and before[2] is True and before[4] is True, before
+    assert (
+        before[0] == "torch.float32"
+        and before[2] is True
+        and before[4] is True
+        and before[5] is True
+    ), before
     pid = worker.call(pid_and, 1, timeout=60)[0]
     worker.call(changes_torch, timeout=60)
     assert worker.call(torch_now, timeout=60) == before

@@ -92,6 +92,22 @@ SETTINGS: list[Setting] = [
 ]
 if hasattr(torch, "get_default_device"):  # torch >= 2.3
     SETTINGS.append(("default device", torch.get_default_device, torch.set_default_device))
+# Which kernels scaled_dot_product_attention may pick and which library a matmul or a solver
+# goes to: a job that turns flash attention off would slow every later job's attention.
+SDP = ("flash", "mem_efficient", "math", "cudnn")
+SETTINGS += [
+    (
+        f"torch.backends.cuda.{kind}_sdp",
+        getattr(torch.backends.cuda, f"{kind}_sdp_enabled"),
+        getattr(torch.backends.cuda, f"enable_{kind}_sdp"),
+    )
+    for kind in SDP
+    if hasattr(torch.backends.cuda, f"enable_{kind}_sdp")
+]
+for _library in ("preferred_blas_library", "preferred_linalg_library"):
+    if hasattr(torch.backends.cuda, _library):  # read without bringing CUDA up
+        _get = getattr(torch.backends.cuda, _library)
+        SETTINGS.append((f"torch.backends.cuda.{_library}", _get, _get))
 
 
 def _warning_filters() -> tuple[list[Any], Any]:
@@ -228,6 +244,14 @@ CUDA_SETTINGS: list[Setting] = [
     ("current CUDA device", torch.cuda.current_device, torch.cuda.set_device),
     ("current CUDA stream", torch.cuda.current_stream, torch.cuda.set_stream),
 ]
+if hasattr(torch.cuda, "get_per_process_memory_fraction"):  # a cap would fail later jobs
+    CUDA_SETTINGS.append(
+        (
+            "CUDA memory fraction",
+            torch.cuda.get_per_process_memory_fraction,
+            torch.cuda.set_per_process_memory_fraction,
+        )
+    )
 
 
 # Where a source may replace a function for the whole process (``torch.softmax = ...``,
