@@ -200,6 +200,15 @@ def test_a_tool_refuses_a_knob_it_does_not_use_saying_which_tools_take_it() -> N
         options_of({"replay_mode": "app"})
 
 
+def test_a_tool_argument_put_in_options_is_told_where_it_goes() -> None:
+    with pytest.raises(RequestRejected) as err:
+        options_of({"runs": 2, "clock_contrl": "base", "bogus": 1})
+    said = str(err.value)
+    assert "options.runs: is not an option (runs is an argument of the tool itself" in said
+    assert "options.clock_contrl: is not an option (did you mean options.clock_control?)" in said
+    assert "options.bogus: is not an option\n" in said + "\n"
+
+
 def test_a_rejection_of_candidates_alone_is_kernelbenchs_compiled_false() -> None:
     from nsight_agent.views.kernelbench import rejected_report, render_kernelbench
 

@@ -9,6 +9,7 @@ answer says all.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -100,7 +101,22 @@ def options_of(raw: Mapping[str, Any] | None) -> Options:
         return Options.model_validate(dict(raw or {}))
     except ValidationError as err:
         problems = problems_of(err, Options.model_fields, what="an option", prefix="options.")
-        raise RequestRejected(problems) from err
+        raise RequestRejected([_beside_options(p) for p in problems]) from err
+
+
+# The tools' own arguments: an agent that puts one into options is told where it goes.
+TOOL_ARGUMENTS = frozenset(
+    {"source", "configs", "language", "entry", "metrics", "skill", "runs", "limit", "method"}
+    | {"variants", "baseline", "report_path", "run_id", "offset", "ideal_bytes", "input_dtypes"}
+)
+
+
+def _beside_options(problem: Problem) -> Problem:
+    name = problem.where.removeprefix("options.")
+    if name not in TOOL_ARGUMENTS or "did you mean" in problem.message:
+        return problem
+    said = f"{problem.message} ({name} is an argument of the tool itself, beside options)"
+    return dataclasses.replace(problem, message=said)
 
 
 def unused(o: Options, tool: str, reread: bool = False) -> list[Problem]:
