@@ -5,36 +5,22 @@ worker serves job after job in one. A source that sets ``torch.set_default_dtype
 ``torch.set_num_threads(1)`` or TF32, replaces ``torch.softmax`` or sets an environment variable
 would otherwise change every later job there: the next request's inputs in float64, its calls
 on one thread, measured and checked unlike the same request on the ncu path. So torch's
-process-wide settings, the functions user code replaced in torch's namespaces and the
-environment go back when the job ends; a thread user code left running would keep using the
-CPU or GPU while later jobs are timed, so the worker is then retired (``leftover_threads``),
-as it is when a process the job started still runs (``leftover_processes``).
-The interpreter's own process state goes back too: warnings filters (``simplefilter("error")``
-would fail every later job that warns), the recursion limit, the decimal context, the umask,
-signal handlers and the interval timer, the standard streams, resource limits, the garbage
-collector and trace hooks. A job that changed the CPU affinity or the scheduling priority
-(``os.nice``), which torch's threads inherit, retires the worker. What cannot
-be put back (a hard limit lowered) retires the worker like a leftover thread. Settings that
-have no getter (``torch.set_flush_denormal``) or that torch fixes once (interop threads) are
-not kept; the working directory, ``sys.path`` and ``sys.argv`` are the run's
-(``main._in_run_dir``).
+process-wide settings, the functions user code replaced in torch's namespaces, the environment
+and the interpreter's own state (``process_state.py``) go back when the job ends. A thread
+user code left running would keep using the CPU or GPU while later jobs are timed, so the
+worker is then retired (``leftover_threads``), as it is when a process the job started still
+runs or a setting cannot be put back (a hard limit lowered). Settings that have no getter
+(``torch.set_flush_denormal``) or that torch fixes once (interop threads) are not kept.
 """
 
 from __future__ import annotations
 
 import contextlib
-import decimal
-import gc
 import os
-import resource
-import signal
-import sys
 import sysconfig
 import threading
-import time
 import types
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +28,13 @@ import torch
 import torch.nn.functional
 
 from nsight_agent.engine import children
+from nsight_agent.engine.worker.process_state import (
+    PROCESS_SETTINGS,
+    Setting,
+    leftover_processes,
+    our_processes,
+)
 
-Setting = tuple[str, Callable[[], Any], Callable[[Any], None]]
 MATMUL, CUDNN = "torch.backends.cuda.matmul", "torch.backends.cudnn"
 
 
@@ -110,134 +101,6 @@ for _library in ("preferred_blas_library", "preferred_linalg_library"):
         SETTINGS.append((f"torch.backends.cuda.{_library}", _get, _get))
 
 
-def _warning_filters() -> tuple[list[Any], Any]:
-    return list(warnings.filters), warnings.showwarning
-
-
-def _put_warning_filters(value: tuple[list[Any], Any]) -> None:
-    filters: list[Any] = warnings.filters  # type: ignore[assignment]  # a list at run time
-    filters[:] = value[0]
-    warnings.showwarning = value[1]
-    # The C module caches what each filter list decided; a new version drops those caches.
-    mutated = getattr(warnings, "_filters_mutated", None) or getattr(
-        warnings, "_filters_mutated_lock_held", None
-    )
-    if mutated is not None:
-        mutated()
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # reading it sets it: put it straight back
-    os.umask(mask)
-    return mask
-
-
-def _put_umask(mask: int) -> None:
-    os.umask(mask)
-
-
-# Signals a source may take over; the worker's own (SIGCHLD for its children) among them.
-SIGNALS = [
-    getattr(signal, n)
-    for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGCHLD")
-    if hasattr(signal, n)
-]
-
-
-def _handlers() -> dict[int, Any]:
-    return {int(s): signal.getsignal(s) for s in SIGNALS}
-
-
-def _put_handlers(value: dict[int, Any]) -> None:
-    for number, handler in value.items():
-        if signal.getsignal(number) is not handler and handler is not None:
-            signal.signal(number, handler)
-
-
-def _timer() -> tuple[float, float]:
-    return signal.getitimer(signal.ITIMER_REAL)
-
-
-def _put_timer(value: tuple[float, float]) -> None:
-    signal.setitimer(signal.ITIMER_REAL, *value)  # a timer left running would end a later job
-
-
-def _streams() -> tuple[Any, Any, Any]:
-    return sys.stdin, sys.stdout, sys.stderr
-
-
-def _put_streams(value: tuple[Any, Any, Any]) -> None:
-    sys.stdin, sys.stdout, sys.stderr = value
-
-
-LIMIT_NAMES = ("NOFILE", "AS", "CPU", "DATA", "FSIZE", "NPROC", "STACK", "CORE")
-LIMITS = [getattr(resource, f"RLIMIT_{n}") for n in LIMIT_NAMES if hasattr(resource, f"RLIMIT_{n}")]
-
-
-def _limits() -> dict[int, tuple[int, int]]:
-    return {n: resource.getrlimit(n) for n in LIMITS}
-
-
-def _put_limits(value: dict[int, tuple[int, int]]) -> None:
-    for number, limits in value.items():
-        if resource.getrlimit(number) != limits:
-            resource.setrlimit(number, limits)  # raises where a hard limit was lowered
-
-
-def _collector() -> tuple[bool, tuple[int, ...]]:
-    return gc.isenabled(), gc.get_threshold()
-
-
-def _put_collector(value: tuple[bool, tuple[int, ...]]) -> None:
-    gc.set_threshold(*value[1])
-    (gc.enable if value[0] else gc.disable)()
-
-
-def _hooks() -> tuple[Any, Any]:
-    return sys.gettrace(), sys.getprofile()
-
-
-def _put_hooks(value: tuple[Any, Any]) -> None:
-    sys.settrace(value[0])  # a tracer left on would slow every later job's calls
-    sys.setprofile(value[1])
-
-
-def _priority() -> int:
-    return os.getpriority(os.PRIO_PROCESS, 0)
-
-
-def _retire(_: object) -> None:
-    """The put of a setting each thread holds for itself (Linux): putting it back on this
-    thread would leave torch's thread pool, started with the job's value, as the job left it."""
-    raise RuntimeError("torch's threads keep the job's value")
-
-
-def _affinity() -> set[int]:
-    return os.sched_getaffinity(0)
-
-
-# The interpreter's process state, put back after torch's.
-PROCESS_SETTINGS: list[Setting] = [
-    ("warnings filters", _warning_filters, _put_warning_filters),
-    ("recursion limit", sys.getrecursionlimit, sys.setrecursionlimit),
-    ("decimal context", lambda: decimal.getcontext().copy(), decimal.setcontext),
-    ("umask", _umask, _put_umask),
-    ("signal handlers", _handlers, _put_handlers),
-    ("interval timer", _timer, _put_timer),
-    ("standard streams", _streams, _put_streams),
-    ("resource limits", _limits, _put_limits),
-    ("garbage collector", _collector, _put_collector),
-    ("trace and profile hooks", _hooks, _put_hooks),
-    ("thread switch interval", sys.getswitchinterval, sys.setswitchinterval),
-]
-if hasattr(sys, "get_int_max_str_digits"):  # Python >= 3.11
-    PROCESS_SETTINGS.append(
-        ("int digits limit", sys.get_int_max_str_digits, sys.set_int_max_str_digits)
-    )
-if hasattr(os, "sched_getaffinity"):  # Linux: the CPUs the job's calls may run on
-    PROCESS_SETTINGS.append(("CPU affinity", _affinity, _retire))
-if hasattr(os, "getpriority"):  # a lower priority (os.nice) would slow later CPU timings
-    PROCESS_SETTINGS.append(("scheduling priority", _priority, _retire))
 # Kept only where CUDA is up (reading them would bring it up): a job that made another GPU or
 # a side stream current would have every later job run there.
 CUDA_SETTINGS: list[Setting] = [
@@ -294,7 +157,7 @@ def kept() -> Iterator[list[str]]:
     and the settings that could not be put back."""
     threads, settings = set(threading.enumerate()), _kept_settings()
     marker = os.environ.get(children.MARKER, "")
-    processes = set(_ours(marker))
+    processes = set(our_processes(marker))
     before, environment = read(settings), dict(os.environ)
     functions = [(space, dict(vars(space))) for space in NAMESPACES]
     outliving: list[str] = []
@@ -348,71 +211,6 @@ def leftover_threads(before: set[threading.Thread]) -> list[str]:
         for t in threading.enumerate()
         if t not in before and t.is_alive() and _users(getattr(t, "_target", None) or t.run)
     ]
-
-
-# Processes libraries keep for later jobs: torch.compile's compile workers, the helpers of
-# multiprocessing. Any other process a job started and left running would run beside the
-# jobs after it (a cold run's would end with its harness).
-# (torch starts its compile workers as .../torch/_inductor/compile_worker/__main__.py.)
-POOLS = (
-    "_inductor/compile_worker",
-    "_inductor.compile_worker",
-    "multiprocessing.resource_tracker",
-    "multiprocessing.forkserver",
-)
-
-
-def _descendants(pid: int) -> set[int] | None:
-    """This process's children and theirs, from /proc's children lists (None where the kernel
-    keeps none): microseconds, where a scan of every process's environment takes
-    milliseconds on a busy machine, twice a job."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        tasks = Path(f"/proc/{todo.pop()}/task")
-        try:
-            lists = [(t / "children").read_text() for t in tasks.iterdir()]
-        except OSError:
-            if not found and not (tasks / str(pid) / "children").exists():
-                return None
-            continue
-        new = {int(c) for text in lists for c in text.split()} - found
-        found |= new
-        todo += new
-    return found
-
-
-def _ours(marker: str) -> dict[int, str]:
-    """The processes this worker started, and theirs: its descendants, else those that carry
-    its marker (``engine/children.py``: they inherit it): pid -> command line."""
-    pids = _descendants(os.getpid())
-    if pids is None:
-        pids = set(children.marked_processes(marker, exact=True)) if marker else set()
-    found = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    return found
-
-
-def leftover_processes(marker: str, before: set[int]) -> list[str]:
-    """The processes started since ``before`` that still run, other than libraries' pools.
-    One just forked may not have run its program yet (its command line still ours, or
-    none): those are read again for up to a second (a fork that runs no other program, as
-    multiprocessing's, stays ours and counts)."""
-    own = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode()
-
-    def left() -> dict[int, str]:
-        found = _ours(marker).items()
-        return {p: c for p, c in found if p not in before and not any(x in c for x in POOLS)}
-
-    found = left()
-    for _ in range(20):  # a second at most, spent only where a process was left
-        if not any(command in ("", own) for command in found.values()):
-            break
-        time.sleep(0.05)
-        found = left()
-    return [f"process {pid} ({command.strip()[:60]})" for pid, command in found.items()]
 
 
 def _users(value: Any) -> bool:
