@@ -26,6 +26,13 @@ OPTION_KNOBS = frozenset(
     }
 )  # fmt: skip
 
+# The arguments of the tools that take ``options`` (a test keeps them equal to the tools'
+# schemas). Sent inside ``options``, each is named with where it goes (server/options.py).
+TOOL_ARGUMENTS = frozenset(
+    {"source", "configs", "language", "entry", "metrics", "skill", "runs", "limit", "method"}
+    | {"variants", "baseline", "report_path", "run_id", "offset", "ideal_bytes", "input_dtypes"}
+)
+
 ArgModel = TypeVar("ArgModel", bound=BaseModel)
 
 

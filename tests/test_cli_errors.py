@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from nsight_agent import cli
-from nsight_agent.arguments import OPTION_KNOBS
+from nsight_agent.arguments import OPTION_KNOBS, TOOL_ARGUMENTS
 from nsight_agent.cli.terms import cli_terms
 from nsight_agent.request import ProfileRequest
 
@@ -174,6 +174,16 @@ def test_option_knobs_match_the_options_model() -> None:
     from nsight_agent.server.tools_profile import Options
 
     assert set(Options.model_fields) == OPTION_KNOBS
+
+
+@pytest.mark.anyio
+async def test_tool_arguments_match_the_tools_that_take_options() -> None:
+    from nsight_agent.server.app import build_server
+
+    async with Client(build_server()) as client:
+        schemas = [t.input_schema.get("properties", {}) for t in (await client.list_tools()).tools]
+    taken = {name for props in schemas if "options" in props for name in props}
+    assert taken - {"options"} == TOOL_ARGUMENTS
 
 
 @pytest.mark.anyio

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import nsight_agent.kernelbench as kernelbench
-from nsight_agent.arguments import problems_of
+from nsight_agent.arguments import TOOL_ARGUMENTS, problems_of
 from nsight_agent.errors import Problem, RequestRejected
 from nsight_agent.request import (
     MIN_EFFECT_PCT,
@@ -102,13 +102,6 @@ def options_of(raw: Mapping[str, Any] | None) -> Options:
     except ValidationError as err:
         problems = problems_of(err, Options.model_fields, what="an option", prefix="options.")
         raise RequestRejected([_beside_options(p) for p in problems]) from err
-
-
-# The tools' own arguments: an agent that puts one into options is told where it goes.
-TOOL_ARGUMENTS = frozenset(
-    {"source", "configs", "language", "entry", "metrics", "skill", "runs", "limit", "method"}
-    | {"variants", "baseline", "report_path", "run_id", "offset", "ideal_bytes", "input_dtypes"}
-)
 
 
 def _beside_options(problem: Problem) -> Problem:
