@@ -95,10 +95,15 @@ SETTINGS += [
     for kind in SDP
     if hasattr(torch.backends.cuda, f"enable_{kind}_sdp")
 ]
-for _library in ("preferred_blas_library", "preferred_linalg_library"):
-    if hasattr(torch.backends.cuda, _library):  # read without bringing CUDA up
-        _get = getattr(torch.backends.cuda, _library)
-        SETTINGS.append((f"torch.backends.cuda.{_library}", _get, _get))
+SETTINGS += [  # each read without bringing CUDA up; called with a value, it sets it
+    (
+        f"torch.backends.cuda.{name}",
+        getattr(torch.backends.cuda, name),
+        getattr(torch.backends.cuda, name),
+    )
+    for name in ("preferred_blas_library", "preferred_linalg_library")
+    if hasattr(torch.backends.cuda, name)
+]
 
 
 # Kept only where CUDA is up (reading them would bring it up): a job that made another GPU or
@@ -157,7 +162,7 @@ def kept() -> Iterator[list[str]]:
     and the settings that could not be put back."""
     threads, settings = set(threading.enumerate()), _kept_settings()
     marker = os.environ.get(children.MARKER, "")
-    processes = set(our_processes(marker))
+    processes = our_processes(marker)
     before, environment = read(settings), dict(os.environ)
     functions = [(space, dict(vars(space))) for space in NAMESPACES]
     outliving: list[str] = []

@@ -193,31 +193,34 @@ def _descendants(pid: int) -> set[int] | None:
     return found
 
 
-def our_processes(marker: str) -> dict[int, str]:
+def our_processes(marker: str) -> set[int]:
     """The processes this worker started, and theirs: its descendants, else those that carry
-    its marker (``engine/children.py``: they inherit it): pid -> command line."""
+    its marker (``engine/children.py``: they inherit it)."""
     pids = _descendants(os.getpid())
     if pids is None:
         pids = set(children.marked_processes(marker, exact=True)) if marker else set()
-    found = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    return found
+    return pids
+
+
+def _command(pid: int | str) -> str | None:
+    """A process's command line, None once it has ended."""
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return None
 
 
 def leftover_processes(marker: str, before: set[int]) -> list[str]:
     """The processes started since ``before`` that still run, other than libraries' pools.
-    One just forked may not have run its program yet (its command line still ours, or
-    none): those are read again for up to a second (a fork that runs no other program, as
-    multiprocessing's, stays ours and counts)."""
-    own = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    Command lines are read only for those. One just forked may not have run its program yet
+    (its command line still ours, or none): those are read again for up to a second (a fork
+    that runs no other program, as multiprocessing's, stays ours and counts)."""
 
     def left() -> dict[int, str]:
-        found = our_processes(marker).items()
-        return {p: c for p, c in found if p not in before and not any(x in c for x in POOLS)}
+        found = {p: _command(p) for p in our_processes(marker) - before}
+        return {p: c for p, c in found.items() if c is not None and not any(x in c for x in POOLS)}
 
     found = left()
+    own = _command("self") if found else None
     for _ in range(20):  # a second at most, spent only where a process was left
         if not any(command in ("", own) for command in found.values()):
             break
