@@ -1,0 +1,236 @@
+"""Where a pre-launched profile's seconds go, on a GPU machine with ncu.
+
+One in-process session (the server's executor and warm workers) profiles the prelaunch
+suite's torch kernel through a ready target, ``ROUNDS`` times. Each event is stamped with the
+wall clock, in this process and, through a ``sitecustomize`` put on the targets' path, in the
+target itself:
+
+  server  job handed; each ``ncu --mode attach`` started and ended (and whether it found no
+          target yet); the wait for the target's end; the kill
+  target  the harness started; its first CUDA call (suspended there until ncu attaches) and
+          CUDA up; the harness ended; ``sys.exit`` called; the last atexit handler
+
+Then, apart from the pipeline: ``ncu --version`` (ncu's own start), and how long the
+interpreter takes to exit with torch and CUDA up, with ``sys.exit`` and with ``os._exit``
+(no ncu). Prints one JSON; ``--out DIR`` also writes DIR/attach_time.json.
+
+    python3 -m bench.probes.attach_time [--rounds 3] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+EVENTS_ENV = "NSIGHT_AGENT_PROBE_EVENTS"  # the file a target appends its events to
+
+# Put first on a target's sys.path: stamps the target's harness, CUDA start and exit.
+SITECUSTOMIZE = r"""
+import atexit, json, os, sys, time
+_path = os.environ.get("NSIGHT_AGENT_PROBE_EVENTS")
+def _say(what):
+    if _path:
+        with open(_path, "a") as f:
+            f.write(json.dumps({"t": time.time(), "who": "target", "what": what}) + "\n")
+if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
+    import runpy
+    _run_path = runpy.run_path
+    def run_path(*a, **k):
+        _say("harness start")
+        try:
+            import torch.cuda
+            _init = torch.cuda._lazy_init
+            def _lazy_init():
+                if not torch.cuda.is_initialized():
+                    _say("first CUDA call")
+                    _init()
+                    _say("CUDA up")
+                else:
+                    _init()
+            torch.cuda._lazy_init = _lazy_init
+        except Exception as err:
+            _say(f"no CUDA hook: {err}")
+        try:
+            return _run_path(*a, **k)
+        finally:
+            _say("harness end")
+    runpy.run_path = run_path
+    _exit = sys.exit
+    def _sys_exit(code=None):
+        _say("sys.exit")
+        _exit(code)
+    sys.exit = _sys_exit
+    atexit.register(lambda: _say("last atexit"))
+"""
+
+TORCH = """
+import torch
+
+def setup(n, device="cuda"):
+    return (torch.ones(n, device=device),)
+
+def run(x):
+    return x * 2.0
+"""
+EXIT_PROGRAM = """
+import os, sys, time, torch
+x = torch.ones(1 << 20, device="cuda") * 2.0
+torch.cuda.synchronize()
+print(time.time(), flush=True)
+os._exit(0) if sys.argv[1] == "os._exit" else sys.exit(0)
+"""
+
+
+def stamp(events: list[dict[str, Any]], what: str, **extra: Any) -> None:
+    events.append({"t": time.time(), "who": "server", "what": what, **extra})
+
+
+def instrument(events: list[dict[str, Any]]) -> None:
+    """Wrap the attach's steps in this process (the server's side)."""
+    from nsight_agent.engine import process
+    from nsight_agent.engine.collection.collect import attach
+    from nsight_agent.engine.worker import targets
+
+    hand, kill = targets.Target.hand, targets.Target.kill
+
+    def hand_(self: Any, *a: Any, **k: Any) -> None:
+        stamp(events, "hand")
+        hand(self, *a, **k)
+
+    def kill_(self: Any) -> None:
+        stamp(events, "kill")
+        kill(self)
+
+    run_to_file, wait_for_end = process.run_to_file, attach._wait_for_end
+
+    def run_to_file_(argv: list[str], **k: Any) -> Any:
+        if "attach" not in argv:
+            return run_to_file(argv, **k)
+        stamp(events, "attach start")
+        done = run_to_file(argv, **k)
+        log = Path(k["output_path"]).read_text(errors="replace")
+        found = not attach.NOT_FOUND.search(log)
+        stamp(events, "attach end", rc=done.returncode, connected=found)
+        return done
+
+    def wait_for_end_(*a: Any) -> None:
+        stamp(events, "wait for end")
+        wait_for_end(*a)
+        stamp(events, "target ended")
+
+    wrapped = [
+        (targets.Target, "hand", hand_),
+        (targets.Target, "kill", kill_),
+        (process, "run_to_file", run_to_file_),
+        (attach, "_wait_for_end", wait_for_end_),
+    ]
+    for holder, name, wrapper in wrapped:
+        setattr(holder, name, wrapper)
+
+
+def relative(events: list[dict[str, Any]], since: float) -> list[dict[str, Any]]:
+    rows = sorted(events, key=lambda e: e["t"])
+    return [{**e, "t": round(e["t"] - since, 3)} for e in rows]
+
+
+def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
+    from nsight_agent.judge.builds import stage_seconds_of
+    from nsight_agent.service import profile
+    from nsight_agent.service.session import open_session
+
+    site = Path(tempfile.mkdtemp(prefix="attach-site-"))
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    target_events = site / "events.jsonl"
+    os.environ[EVENTS_ENV] = str(target_events)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(site), os.getcwd(), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    events: list[dict[str, Any]] = []
+    instrument(events)
+    runs = Path(tempfile.mkdtemp(prefix="attach-runs-"))
+    session = open_session(runs)
+    warming = session.warm_up()
+    if warming is not None:
+        warming.join(120)
+    out = []
+    try:
+        for n in range(rounds):
+            pool = session.executor.target_pool("0")  # type: ignore[attr-defined]
+            wait = time.monotonic()
+            while pool is None or pool.info() != "1 ready":
+                if time.monotonic() - wait > 90:
+                    raise RuntimeError(f"no target ready: {pool and pool.info()}")
+                time.sleep(0.1)
+                pool = session.executor.target_pool("0")  # type: ignore[attr-defined]
+            events.clear()
+            target_events.write_text("")
+            start = time.time()
+            where = session.measuring(None, None)
+            run = profile.profile(
+                where, "ncu", source=TORCH, language="torch", configs=[{"n": 1 << 24}], runs=1
+            )
+            wall = time.time() - start
+            theirs = [json.loads(line) for line in target_events.read_text().splitlines()]
+            out.append(
+                {
+                    "round": n,
+                    "wall_s": round(wall, 3),
+                    "collection": run.facts.collection,
+                    "stages": stage_seconds_of(runs / run.run_id),
+                    "events": relative(events + theirs, start),
+                }
+            )
+            print(json.dumps(out[-1]), flush=True)
+    finally:
+        session.close(warming)
+    return out
+
+
+def timed(argv: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.time()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    return time.time() - start, done
+
+
+def apart() -> dict[str, Any]:
+    """ncu's own start, and an interpreter's exit with torch and CUDA up (no ncu)."""
+    found: dict[str, Any] = {}
+    ncu = shutil.which("ncu") or "ncu"
+    found["ncu --version_s"] = [round(timed([ncu, "--version"])[0], 3) for _ in range(3)]
+    for how in ("sys.exit", "os._exit", "sys.exit", "os._exit"):
+        start = time.time()
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_PROGRAM, how], capture_output=True, text=True
+        )
+        end = time.time()
+        printed = float(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+        found.setdefault(f"exit after CUDA work, {how}_s", []).append(
+            round(end - printed, 3) if printed else done.stderr[-300:]
+        )
+        found.setdefault("whole program_s", []).append(round(end - start, 3))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = {"apart": apart(), "rounds": pipeline_rounds(args.rounds)}
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "attach_time.json").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
