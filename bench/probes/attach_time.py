@@ -10,11 +10,14 @@ target itself:
   target  the harness started; its first CUDA call (suspended there until ncu attaches) and
           CUDA up; the harness ended; ``sys.exit`` called; the last atexit handler
 
+Odd rounds end the target with ``os._exit`` after its files are flushed (no interpreter
+teardown), each round's measured values kept: does the attached report stay whole?
+
 Then, apart from the pipeline: ``ncu --version`` (ncu's own start), and how long the
 interpreter takes to exit with torch and CUDA up, with ``sys.exit`` and with ``os._exit``
 (no ncu). Prints one JSON; ``--out DIR`` also writes DIR/attach_time.json.
 
-    python3 -m bench.probes.attach_time [--rounds 3] [--out DIR]
+    python3 -m bench.probes.attach_time [--rounds 4] [--out DIR]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def _say(what):
 if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
     import runpy
     _run_path = runpy.run_path
+    _ended = []
     def run_path(*a, **k):
         _say("harness start")
         try:
@@ -62,10 +66,15 @@ if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
             return _run_path(*a, **k)
         finally:
             _say("harness end")
+            _ended.append(1)
     runpy.run_path = run_path
     _exit = sys.exit
     def _sys_exit(code=None):
         _say("sys.exit")
+        if _ended and os.path.exists(_path + ".fast"):  # the target's own exit, this round fast
+            sys.stdout.flush(); sys.stderr.flush()
+            _say("os._exit")
+            os._exit(code if isinstance(code, int) else 1)
         _exit(code)
     sys.exit = _sys_exit
     atexit.register(lambda: _say("last atexit"))
@@ -142,6 +151,8 @@ def relative(events: list[dict[str, Any]], since: float) -> list[dict[str, Any]]
 
 
 def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
+    import pandas as pd
+
     from nsight_agent.judge.builds import stage_seconds_of
     from nsight_agent.service import profile
     from nsight_agent.service.session import open_session
@@ -172,6 +183,10 @@ def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
                 pool = session.executor.target_pool("0")  # type: ignore[attr-defined]
             events.clear()
             target_events.write_text("")
+            fast = Path(f"{target_events}.fast")
+            fast.unlink(missing_ok=True)
+            if n % 2:  # odd rounds: the target ends with os._exit (is the report whole?)
+                fast.write_text("")
             start = time.time()
             where = session.measuring(None, None)
             run = profile.profile(
@@ -183,7 +198,9 @@ def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
                 {
                     "round": n,
                     "wall_s": round(wall, 3),
+                    "exit": "os._exit" if n % 2 else "sys.exit",
                     "collection": run.facts.collection,
+                    "values": run.processed.get("AvgValue", pd.Series()).tolist(),
                     "stages": stage_seconds_of(runs / run.run_id),
                     "events": relative(events + theirs, start),
                 }
@@ -221,7 +238,7 @@ def apart() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     result = {"apart": apart(), "rounds": pipeline_rounds(args.rounds)}
