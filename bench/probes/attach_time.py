@@ -167,11 +167,13 @@ def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
     instrument(events)
     runs = Path(tempfile.mkdtemp(prefix="attach-runs-"))
+    opened = time.monotonic()
     session = open_session(runs)
     warming = session.warm_up()
     if warming is not None:
         warming.join(120)
-    out = []
+    warmed = time.monotonic() - opened
+    out: list[dict[str, Any]] = []
     try:
         for n in range(rounds):
             pool = session.executor.target_pool("0")  # type: ignore[attr-defined]
@@ -181,6 +183,10 @@ def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
                     raise RuntimeError(f"no target ready: {pool and pool.info()}")
                 time.sleep(0.1)
                 pool = session.executor.target_pool("0")  # type: ignore[attr-defined]
+            if n == 0:  # the server's start: its warm-up thread, then its first target ready
+                out.append(
+                    {"warm_up_s": round(warmed, 3), "first_ready_s": time.monotonic() - opened}
+                )
             events.clear()
             target_events.write_text("")
             fast = Path(f"{target_events}.fast")
