@@ -11,7 +11,9 @@ nsight_agent.engine.worker.target FOLDER``; ``worker/targets.py`` keeps them rea
    native code prints too) in the run's program output. ncu suspends it at its first CUDA
    call until ``ncu --mode attach`` connects (``collection/collect/attach.py``), then profiles it to
    the end.
-4. It writes the harness's exit status (``FOLDER/exit.json``) and exits with it.
+4. It writes the harness's exit status (``FOLDER/exit.json``) and exits with it, once the
+   atexit handlers ran and every stream is flushed, without the interpreter's teardown and
+   the C library's exit handlers (``end``).
 
 Single use: ncu 2025.3.1 attaches once per process. A watchdog thread ends the target and its
 process group when the server that launched it is gone.
@@ -19,7 +21,9 @@ process group when the server that launched it is gone.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import json
 import os
 import runpy
@@ -31,7 +35,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 READY_FILE = "ready.json"
 JOB_FILE = "job.json"
@@ -152,7 +156,24 @@ def run_job(job: TargetJob) -> int:
     return code
 
 
-def main(argv: list[str]) -> int:
+def end(code: int) -> NoReturn:
+    """Exit with ``code`` after the atexit handlers (the user's, torch's) and with every
+    stream flushed (Python's and the C library's, where native code printed), skipping the
+    interpreter's teardown and the C library's exit: the destructors of torch, the CUDA driver
+    and ncu's injection, which the attach waits for before it writes the report
+    (``bench/probes/attach_time.py`` timed both ends; the report was whole either way). What
+    the job left running dies with the target's process group (``Target.kill``)."""
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)
+    os._exit(code)
+
+
+def main(argv: list[str]) -> NoReturn:
     folder = Path(argv[0]).resolve()  # the job moves the cwd
     server = int(os.environ.get(SERVER_ENV, "0") or 0)
     if server > 0:
@@ -164,8 +185,8 @@ def main(argv: list[str]) -> int:
     )
     code = run_job(wait_for_job(folder))
     write_json(folder / EXIT_FILE, {"returncode": code})
-    return code
+    end(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])
