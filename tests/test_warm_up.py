@@ -1,5 +1,6 @@
-"""A server warms its first target and worker at start on a machine that can profile, so its
-first profile is served as its later ones are; elsewhere it starts nothing."""
+"""A server warms its first target and worker at start on a machine that can profile, and
+answers once they are up (within NSIGHT_AGENT_WARM_WAIT_S), so its first profile is served as
+its later ones are; elsewhere it starts nothing and answers at once."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from mcp.server import MCPServer
 
 from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.executors.local import LocalExecutor
-from nsight_agent.errors import NcuNotFoundError
+from nsight_agent.errors import InvalidRequestError, NcuNotFoundError
+from nsight_agent.server.app import build_server
 from nsight_agent.service import session as sessions
 from nsight_agent.service.measure import WorkerPool
 
@@ -99,3 +103,67 @@ def test_local_executor_starts_a_worker_per_gpu_slot_only() -> None:
     finally:
         executor.close()
     assert workers.started == ["cuda:0", "cuda:1"]
+
+
+class _Slow(_Recording):
+    """An executor whose warm-up ends only when the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def warm_up(self) -> None:
+        self.release.wait(60)
+        self.warmed.set()
+
+
+def _serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wait: str, executor: _Slow
+) -> MCPServer[Any]:
+    monkeypatch.setenv(sessions.WARM_WAIT_ENV, wait)
+    monkeypatch.setattr(sessions.pinning, "has_gpu", lambda: True)
+    monkeypatch.setattr(sessions.ncu, "find_ncu", lambda: "/usr/bin/ncu")
+    monkeypatch.setattr(sessions, "open_session", lambda *a: _session(tmp_path, executor))
+    return build_server(tmp_path / "runs")
+
+
+@pytest.mark.anyio
+async def test_a_server_answers_once_its_warm_up_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client's initialize waits for the warm-up (the first profile then finds a worker
+    and a pre-launched target ready), released here from a thread after a moment."""
+    executor = _Slow()
+    server = _serving(tmp_path, monkeypatch, "30", executor)
+    threading.Timer(0.5, executor.release.set).start()
+    async with Client(server) as client:
+        assert executor.warmed.is_set()
+        assert (await client.list_tools()).tools
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("wait", ["0", "0.5"])
+async def test_a_server_told_not_to_wait_or_out_of_time_answers_before_its_warm_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wait: str
+) -> None:
+    """0: it answers at once and warms in the background; a warm-up past the wait does not
+    hold the server beyond it."""
+    executor = _Slow()
+    server = _serving(tmp_path, monkeypatch, wait, executor)
+    async with Client(server) as client:
+        warmed_at_start = executor.warmed.is_set()
+        executor.release.set()  # the server's end waits for a warm-up still starting
+        assert not warmed_at_start
+        assert (await client.list_tools()).tools
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("", 15.0), ("0", 0.0), (" 12.5 ", 12.5), ("-1", None), ("soon", None)]
+)
+def test_the_warm_wait_setting(value: str, seconds: float | None) -> None:
+    if seconds is not None:
+        assert sessions.warm_wait_s(value) == seconds
+        return
+    with pytest.raises(InvalidRequestError) as err:
+        sessions.warm_wait_s(value)
+    assert sessions.WARM_WAIT_ENV in err.value.message and "=0" in err.value.hint

@@ -289,6 +289,9 @@ def named(run_dir: Path, files: dict[str, str] | None) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from nsight_agent.server.app import serve
+    from nsight_agent.service.session import warm_wait_s
+
+    warm_wait_s()  # a bad NSIGHT_AGENT_WARM_WAIT_S is said before anything starts
 
     if args.transport == "stdio" and sys.stdin.isatty():
         print(

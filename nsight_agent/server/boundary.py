@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -81,14 +82,28 @@ def lifespan_for(
     @contextlib.asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
         await anyio.to_thread.run_sync(sessions.mark_abandoned_runs, runs_root)
+        wait_s = sessions.warm_wait_s()  # a bad value stops the start, saying what to set
         session = sessions.open_session(runs_root, executor, ray_address)
         warming = session.warm_up()
+        if warming is not None and wait_s > 0:
+            await _wait_warm(session, warming, wait_s)
         try:
             yield ServerState(session=session, report_folders=report_folders)
         finally:
             await anyio.to_thread.run_sync(session.close, warming)
 
     return lifespan
+
+
+async def _wait_warm(session: sessions.Session, warming: threading.Thread, seconds: float) -> None:
+    """Answer nothing until the warm-up is done (``NSIGHT_AGENT_WARM_WAIT_S``), so that the
+    first profile finds its worker and a pre-launched target ready; said on stderr."""
+    log = logging.getLogger("nsight_agent")
+    log.info("warming up (a warm worker, pre-launched ncu targets); up to %g s", seconds)
+    start = time.monotonic()
+    ready = await anyio.to_thread.run_sync(session.wait_warm, warming, seconds)
+    said = "ready" if ready else "not all ready; the first calls may go cold and say why"
+    log.info("warm-up: %s after %.1f s", said, time.monotonic() - start)
 
 
 def report_path(ctx: Context, path: str) -> Path:

@@ -5,7 +5,9 @@ timing path. Opened when the server starts, closed when it ends."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,13 +18,17 @@ from nsight_agent.engine.device import DeviceInfo
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.store import run_status
 from nsight_agent.engine.store.runs import default_runs_root
-from nsight_agent.errors import NcuNotFoundError
+from nsight_agent.errors import InvalidRequestError, NcuNotFoundError
 from nsight_agent.service.measure import Executor, Measuring, Progress, WorkerPool
 
 ExecutorKind = Literal["local", "ray"]
 # A warm-up still starting its worker when the server ends is waited for this long (a worker
 # starts in seconds; one that hangs is killed with the pool after it).
 WARM_UP_WAIT_S = 60.0
+# How long a server waits for its warm-up before it answers (``initialize`` on stdio, the first
+# connection over HTTP): its first profile is then served as its later ones are.
+WARM_WAIT_ENV = "NSIGHT_AGENT_WARM_WAIT_S"
+WARM_WAIT_S = 15.0  # within the 30 s clients give a server to start (docs/MCP.md)
 
 __all__ = ["DeviceInfo", "ExecutorKind", "Session", "default_runs_root"]
 
@@ -59,6 +65,15 @@ class Session:
         except Exception as err:  # a first job starts them itself and reports what fails
             logging.getLogger("nsight_agent").warning("warm-up at start failed: %s", err)
 
+    def wait_warm(self, warming: threading.Thread, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the warm-up: the warm worker up, each GPU slot's first
+        pre-launched target ready. Whether all of it is (else a first job waits for the
+        rest, or goes cold and says why)."""
+        deadline = time.monotonic() + seconds
+        warming.join(seconds)
+        left = deadline - time.monotonic()
+        return not warming.is_alive() and self.executor.wait_warm(max(0.0, left))
+
     def close(self, warming: threading.Thread | None = None) -> None:
         """End the workers and the executor, after a warm-up still starting them (else one
         it starts late would outlive the session)."""
@@ -66,6 +81,23 @@ class Session:
             warming.join(WARM_UP_WAIT_S)
         self.workers.close()
         self.executor.close()
+
+
+def warm_wait_s(value: str | None = None) -> float:
+    """``NSIGHT_AGENT_WARM_WAIT_S`` (default 15): the seconds a server waits for its warm-up
+    before it answers; 0 answers at once and warms in the background."""
+    text = (os.environ.get(WARM_WAIT_ENV, "") if value is None else value).strip()
+    try:
+        seconds = float(text) if text else WARM_WAIT_S
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 600:
+        raise InvalidRequestError(
+            f"{WARM_WAIT_ENV} must be a number of seconds from 0 to 600, not {text!r}.",
+            f"Unset it (wait up to {WARM_WAIT_S:g} s for the warm-up before answering), or "
+            f"set {WARM_WAIT_ENV}=0 to answer at once and warm in the background.",
+        )
+    return seconds
 
 
 def open_session(

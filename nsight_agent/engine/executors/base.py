@@ -108,6 +108,11 @@ class Executor(ABC):
     def warm_up(self) -> None:  # noqa: B027 - optional for executors holding nothing warm
         """Start, in the background of a serving process, what a first job would wait for."""
 
+    def wait_warm(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for what ``warm_up`` started to be ready to serve; whether
+        it is (an executor holding nothing warm always is)."""
+        return True
+
     def close(self) -> None:  # noqa: B027 - optional for executors holding nothing
         """Stop taking jobs and let go of what the executor holds."""
 

@@ -188,6 +188,13 @@ class LocalExecutor(Executor):
                     "warm worker for %s did not start: %s", slot, err
                 )
 
+    def wait_warm(self, seconds: float) -> bool:
+        """Wait until each slot's pool has a target ready (or turned itself off, with why)."""
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            pools = list(self._pools.values())
+        return all(pool.wait_ready(max(0.0, deadline - time.monotonic())) for pool in pools)
+
     def target_pool(self, slot: str) -> TargetPool | None:
         """The pre-launched targets of ``slot``, once started (None: it keeps none)."""
         return self._pools.get(slot)
