@@ -204,6 +204,9 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
         over_floor = found.get("first_call_over_floor")
         took = seconds(first.get("seconds"))
         rows.insert(1, [what, took, over_floor, str(first.get("path") or "")])
+        if first.get("connect_s") is not None:  # the warm-up it waited for before answering
+            what = "that server's connect: process start to initialize answered"
+            rows.insert(1, [what, seconds(first["connect_s"]), None, ""])
     if rows:
         blocks.append(table(["call", "median", "of the floor", "collection"], rows))
         blocks.append(

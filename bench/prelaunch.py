@@ -3,7 +3,8 @@
 Two ``nsight-agent serve`` over stdio, each driven by a real MCP client: one with
 ``NSIGHT_AGENT_TARGETS=0`` (every ncu run cold, as before) and one with ``NSIGHT_AGENT_TARGETS=1``.
 First, the pre-launched server's first ``profile_kernel``, called as soon as its client has
-connected (the server warms its first target at start). Per round, in alternating order:
+connected (the server warms its first target at start and answers once it is ready, within
+``NSIGHT_AGENT_WARM_WAIT_S``): the connect's seconds are kept beside it. Per round, in alternating order:
 
   floor        python + torch + one kernel under ncu, one metric (the raw wall to beat)
   cold         profile_kernel of that kernel (one config, one run) on the cold server
@@ -206,9 +207,16 @@ async def measure(
     async with contextlib.AsyncExitStack() as stack:
         # A server's first profile_kernel, called as soon as the client has connected (the
         # server warms its first target at start): before any other server exists.
+        # Its connect (process start to initialize answered) holds the warm-up it waits for.
+        connecting = time.monotonic()
         warm = await stack.enter_async_context(server("prelaunched", "1"))
+        connect_s = round(time.monotonic() - connecting, 3)
         seconds, answer = await warm.call("profile_kernel", PROFILE)
-        out["first_call"] = {"seconds": round(seconds, 3), "path": answer.get("collection")}
+        out["first_call"] = {
+            "seconds": round(seconds, 3),
+            "path": answer.get("collection"),
+            "connect_s": connect_s,
+        }
         say(f"prelaunched server's first call {seconds:.2f} s ({answer.get('collection')})")
         cold = await stack.enter_async_context(server("cold", "0"))
         # A server per by-name choice: its one pass asks for those sections' counters by name.

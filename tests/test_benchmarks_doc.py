@@ -147,3 +147,20 @@ def test_the_peer_columns_line_names_what_is_missing_added_and_reordered() -> No
     said = columns_line(["AvgValue", "Annotation"], peer)
     assert "2 of 3" in said and "in another order" in said and "missing: Geomean" in said
     assert columns_line([], peer) == "DataFrame columns: not recorded."
+
+
+def test_the_prelaunch_table_shows_the_first_servers_connect_where_it_was_timed() -> None:
+    """A server waits for its warm-up before it answers: the connect that waited stands
+    beside its first call (older results, which did not time it, show no such row)."""
+    from bench import doc_tables_measures
+
+    path = results.newest("prelaunch")
+    assert path is not None
+    data = json.loads(path.read_text())
+    row = "that server's connect: process start to initialize answered"
+    data["results"]["first_call"].pop("connect_s", None)
+    assert row not in "\n".join(doc_tables_measures.prelaunch(data))
+    data["results"]["first_call"]["connect_s"] = 5.4
+    text = "\n".join(doc_tables_measures.prelaunch(data))
+    assert f"| {row} | 5.4 s | - |  |" in text
+    assert text.index(row) < text.index("a server's first profile_kernel")
