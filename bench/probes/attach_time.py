@@ -8,7 +8,8 @@ target itself:
   server  job handed; each ``ncu --mode attach`` started and ended (and whether it found no
           target yet); the wait for the target's end; the kill
   target  the harness started; its first CUDA call (suspended there until ncu attaches) and
-          CUDA up; the harness ended; ``sys.exit`` called; the last atexit handler
+          CUDA up; each stage of the harness's program (load, first calls, warm-up, measured
+          runs) and each call's markers; the harness ended; ``sys.exit``; the last atexit
 
 Odd rounds end the target with ``os._exit`` after its files are flushed (no interpreter
 teardown), each round's measured values kept: does the attached report stay whole?
@@ -63,10 +64,38 @@ if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
         except Exception as err:
             _say(f"no CUDA hook: {err}")
         try:
+            _stamp_harness()
+        except Exception as err:
+            _say(f"no harness stamps: {err}")
+        try:
             return _run_path(*a, **k)
         finally:
             _say("harness end")
             _ended.append(1)
+    def _stamp_harness():
+        import contextlib
+        from nsight_agent.engine.harness import call_markers, program
+        def wrap(holder, name):
+            fn = getattr(holder, name)
+            def wrapped(*a, **k):
+                _say(name + " start")
+                try:
+                    return fn(*a, **k)
+                finally:
+                    _say(name + " end")
+            setattr(holder, name, wrapped)
+        for name in ("load", "inputs_vary", "first_calls", "warm_up", "measured_runs"):
+            wrap(program.Program, name)
+        around = call_markers.around
+        @contextlib.contextmanager
+        def stamped(*a, **k):
+            _say("markers: BEGIN launching")
+            with around(*a, **k):
+                _say("markers: call starts")
+                yield
+                _say("markers: call ended, END launching")
+            _say("markers: closed")
+        call_markers.around = stamped
     runpy.run_path = run_path
     _exit = sys.exit
     def _sys_exit(code=None):
