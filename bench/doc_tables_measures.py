@@ -214,7 +214,18 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
             f"{cell(found.get('diagnose_over_same_kernel'))}; the burst: "
             f"{found.get('burst_prelaunched')} pre-launched."
         )
+    blocks += _attach_split(data.get("attach_time"))
     return blocks
+
+
+def _attach_split(data: dict[str, Any] | None) -> list[str]:
+    """Where a pre-launched profile's seconds go: the probe's medians (none before it ran)."""
+    if not data:
+        return []
+    medians = (data.get("results") or {}).get("medians_s") or {}
+    rows = [[what, seconds(value)] for what, value in medians.items()]
+    split = [table(["a pre-launched profile_kernel, in process (median)", "seconds"], rows)]
+    return [step_line("attach_time", data), *(split if rows else [])]
 
 
 def peer(data: dict[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ from bench.results import ROOT
 from bench.steps import PY, script
 
 PERF_LIMITS = {"fast_loop": 420}
-PRELAUNCH_LIMITS = {"prelaunch": 420}
+PRELAUNCH_LIMITS = {"prelaunch": 420, "attach_time": 120}
 BUILDS_LIMITS = {"builds": 520}
 PEER_LIMITS = {"sweep": 180, "examples": 300}
 SECTION_COSTS_LIMITS = {"sections": 360}
@@ -37,10 +37,14 @@ def perf(scratch: Path) -> dict[str, Any]:
 def prelaunch(scratch: Path) -> dict[str, Any]:
     """Pre-launched ncu targets through a real client (bench/prelaunch.py, 2 rounds
     alternating): the raw floor, a cold and a pre-launched profile_kernel, diagnose_kernel
-    from source against a pre-launched profile of the same kernel, a burst of 10 calls."""
+    from source against a pre-launched profile of the same kernel, a burst of 10 calls; then
+    where a pre-launched profile's seconds go (bench/probes/attach_time.py, 4 rounds)."""
     argv = [PY, "-m", "bench.prelaunch", "--rounds", "2", "--out", str(scratch)]
     found = script(argv, PRELAUNCH_LIMITS["prelaunch"], scratch / "prelaunch.json")
-    return {"inputs": {"rounds": 2}, **found}
+    # where a pre-launched profile's seconds go (bench/probes/attach_time.py)
+    argv = [PY, "-m", "bench.probes.attach_time", "--rounds", "4", "--out", str(scratch)]
+    split = script(argv, PRELAUNCH_LIMITS["attach_time"], scratch / "attach_time.json")
+    return {"inputs": {"rounds": 2, "attach_rounds": 4}, **found, "attach_time": split}
 
 
 def peer(scratch: Path) -> dict[str, Any]:

@@ -164,3 +164,21 @@ def test_the_prelaunch_table_shows_the_first_servers_connect_where_it_was_timed(
     text = "\n".join(doc_tables_measures.prelaunch(data))
     assert f"| {row} | 5.4 s | - |  |" in text
     assert text.index(row) < text.index("a server's first profile_kernel")
+
+
+def test_the_prelaunch_section_splits_a_prelaunched_profile_where_the_probe_ran() -> None:
+    from bench import doc_tables_measures
+
+    path = results.newest("prelaunch")
+    assert path is not None
+    data = json.loads(path.read_text())
+    data.pop("attach_time", None)
+    assert "Step `attach_time`" not in "\n".join(doc_tables_measures.prelaunch(data))
+    medians = {"wall": 2.7, "CUDA up to the harness's end": 1.535}
+    data["attach_time"] = {
+        "run": {"rc": 0, "seconds": 50.0, "limit_s": 120},
+        "results": {"medians_s": medians},
+    }
+    text = "\n".join(doc_tables_measures.prelaunch(data))
+    assert "Step `attach_time`: exit 0 in 50.0 s (limit 120 s)." in text
+    assert "| CUDA up to the harness's end | 1.53 s |" in text

@@ -9,10 +9,11 @@ target itself:
           target yet); the wait for the target's end; the kill
   target  the harness started; its first CUDA call (suspended there until ncu attaches) and
           CUDA up; each stage of the harness's program (load, first calls, warm-up, measured
-          runs) and each call's markers; the harness ended; ``sys.exit``; the last atexit
+          runs) and each call's markers; the harness ended; the last atexit; ``os._exit``
 
-Odd rounds end the target with ``os._exit`` after its files are flushed (no interpreter
-teardown), each round's measured values kept: does the attached report stay whole?
+Each round's measured values are kept (is the attached report whole?), and its seconds split
+into: the job handed to CUDA up (the attach connecting), CUDA up to the harness's end, the
+harness's end to the attach's end (the target's exit and ncu writing the report).
 
 Then, apart from the pipeline: ``ncu --version`` (ncu's own start), and how long the
 interpreter takes to exit with torch and CUDA up, with ``sys.exit`` and with ``os._exit``
@@ -27,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,15 +99,11 @@ if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
             _say("markers: closed")
         call_markers.around = stamped
     runpy.run_path = run_path
-    _exit = sys.exit
-    def _sys_exit(code=None):
-        _say("sys.exit")
-        if _ended and os.path.exists(_path + ".fast"):  # the target's own exit, this round fast
-            sys.stdout.flush(); sys.stderr.flush()
-            _say("os._exit")
-            os._exit(code if isinstance(code, int) else 1)
-        _exit(code)
-    sys.exit = _sys_exit
+    _os_exit = os._exit
+    def _stamped_exit(code):
+        _say("os._exit")
+        _os_exit(code)
+    os._exit = _stamped_exit
     atexit.register(lambda: _say("last atexit"))
 """
 
@@ -218,10 +216,6 @@ def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
                 )
             events.clear()
             target_events.write_text("")
-            fast = Path(f"{target_events}.fast")
-            fast.unlink(missing_ok=True)
-            if n % 2:  # odd rounds: the target ends with os._exit (is the report whole?)
-                fast.write_text("")
             start = time.time()
             where = session.measuring(None, None)
             run = profile.profile(
@@ -233,7 +227,6 @@ def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
                 {
                     "round": n,
                     "wall_s": round(wall, 3),
-                    "exit": "os._exit" if n % 2 else "sys.exit",
                     "collection": run.facts.collection,
                     "values": run.processed.get("AvgValue", pd.Series()).tolist(),
                     "stages": stage_seconds_of(runs / run.run_id),
@@ -271,12 +264,39 @@ def apart() -> dict[str, Any]:
     return found
 
 
+SEGMENTS = {  # (from, to): what lies between
+    "handed to CUDA up (the attach connecting)": ("hand", "CUDA up"),
+    "CUDA up to the harness's end": ("CUDA up", "harness end"),
+    "the harness's end to the report (exit, ncu writing)": ("harness end", "attach end"),
+}
+HARNESS_STAGES = ("load", "inputs_vary", "first_calls", "warm_up", "measured_runs")
+
+
+def split(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The medians over the rounds: wall, each segment, each harness stage (seconds)."""
+
+    def at(events: list[dict[str, Any]], what: str) -> float | None:
+        return next((e["t"] for e in events if e["what"] == what), None)
+
+    found: dict[str, list[float]] = {"wall": []}
+    for r in (r for r in rounds if "events" in r):
+        events = r["events"]
+        found["wall"].append(r["wall_s"])
+        named = {**SEGMENTS, **{s: (f"{s} start", f"{s} end") for s in HARNESS_STAGES}}
+        for what, (start, end) in named.items():
+            t0, t1 = at(events, start), at(events, end)
+            if t0 is not None and t1 is not None:
+                found.setdefault(what, []).append(t1 - t0)
+    return {k: round(statistics.median(v), 3) for k, v in found.items() if v}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    result = {"apart": apart(), "rounds": pipeline_rounds(args.rounds)}
+    rounds = pipeline_rounds(args.rounds)
+    result = {"medians_s": split(rounds), "apart": apart(), "rounds": rounds}
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
