@@ -107,15 +107,6 @@ if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
     atexit.register(lambda: _say("last atexit"))
 """
 
-TORCH = """
-import torch
-
-def setup(n, device="cuda"):
-    return (torch.ones(n, device=device),)
-
-def run(x):
-    return x * 2.0
-"""
 EXIT_PROGRAM = """
 import os, sys, time, torch
 x = torch.ones(1 << 20, device="cuda") * 2.0
@@ -180,6 +171,7 @@ def relative(events: list[dict[str, Any]], since: float) -> list[dict[str, Any]]
 def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
     import pandas as pd
 
+    from bench.prelaunch import ONE, TORCH
     from nsight_agent.judge.builds import stage_seconds_of
     from nsight_agent.service import profile
     from nsight_agent.service.session import open_session
@@ -204,23 +196,16 @@ def pipeline_rounds(rounds: int) -> list[dict[str, Any]]:
     try:
         for n in range(rounds):
             pool = session.executor.target_pool("0")  # type: ignore[attr-defined]
-            wait = time.monotonic()
-            while pool is None or pool.info() != "1 ready":
-                if time.monotonic() - wait > 90:
-                    raise RuntimeError(f"no target ready: {pool and pool.info()}")
-                time.sleep(0.1)
-                pool = session.executor.target_pool("0")  # type: ignore[attr-defined]
+            if pool is None or not pool.wait_ready(90):
+                raise RuntimeError(f"no target ready: {pool and pool.info()}")
             if n == 0:  # the server's start: its warm-up thread, then its first target ready
-                out.append(
-                    {"warm_up_s": round(warmed, 3), "first_ready_s": time.monotonic() - opened}
-                )
+                ready = round(time.monotonic() - opened, 3)
+                out.append({"warm_up_s": round(warmed, 3), "first_ready_s": ready})
             events.clear()
             target_events.write_text("")
             start = time.time()
             where = session.measuring(None, None)
-            run = profile.profile(
-                where, "ncu", source=TORCH, language="torch", configs=[{"n": 1 << 24}], runs=1
-            )
+            run = profile.profile(where, "ncu", source=TORCH, language="torch", configs=ONE, runs=1)
             wall = time.time() - start
             theirs = [json.loads(line) for line in target_events.read_text().splitlines()]
             out.append(
