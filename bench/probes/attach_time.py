@@ -49,7 +49,6 @@ def _say(what):
 if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
     import runpy
     _run_path = runpy.run_path
-    _ended = []
     def run_path(*a, **k):
         _say("harness start")
         try:
@@ -73,7 +72,6 @@ if _path and "nsight_agent.engine.worker.target" in " ".join(sys.orig_argv):
             return _run_path(*a, **k)
         finally:
             _say("harness end")
-            _ended.append(1)
     def _stamp_harness():
         import contextlib
         from nsight_agent.engine.harness import call_markers, program
@@ -263,11 +261,11 @@ def split(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     def at(events: list[dict[str, Any]], what: str) -> float | None:
         return next((e["t"] for e in events if e["what"] == what), None)
 
+    named = {**SEGMENTS, **{s: (f"{s} start", f"{s} end") for s in HARNESS_STAGES}}
     found: dict[str, list[float]] = {"wall": []}
     for r in (r for r in rounds if "events" in r):
         events = r["events"]
         found["wall"].append(r["wall_s"])
-        named = {**SEGMENTS, **{s: (f"{s} start", f"{s} end") for s in HARNESS_STAGES}}
         for what, (start, end) in named.items():
             t0, t1 = at(events, start), at(events, end)
             if t0 is not None and t1 is not None:
