@@ -214,8 +214,21 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
             f"{cell(found.get('diagnose_over_same_kernel'))}; the burst: "
             f"{found.get('burst_prelaunched')} pre-launched."
         )
+    blocks += _first_call_stages(first, found.get("prelaunched_stages") or [])
     blocks += _attach_split(data.get("attach_time"))
     return blocks
+
+
+def _first_call_stages(first: dict[str, Any], later: list[dict[str, Any]]) -> list[str]:
+    """The server's first profile's run by stage beside the later pre-launched ones' medians
+    (none before the first call's stages were kept)."""
+    spent = (first.get("stages") or {}).get("run") or {}
+    rows = [
+        [stage, seconds(took), seconds(median([(r.get("run") or {}).get(stage) for r in later]))]
+        for stage, took in spent.items()
+    ]
+    head = ["stage of the run", "the first profile_kernel", "a later pre-launched one (median)"]
+    return [table(head, rows)] if rows else []
 
 
 def _attach_split(data: dict[str, Any] | None) -> list[str]:

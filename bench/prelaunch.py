@@ -216,6 +216,7 @@ async def measure(
             "seconds": round(seconds, 3),
             "path": answer.get("collection"),
             "connect_s": connect_s,
+            "stages": warm.stages(answer),  # where a first call's extra seconds go
         }
         say(f"prelaunched server's first call {seconds:.2f} s ({answer.get('collection')})")
         cold = await stack.enter_async_context(server("cold", "0"))

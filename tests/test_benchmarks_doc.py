@@ -182,3 +182,24 @@ def test_the_prelaunch_section_splits_a_prelaunched_profile_where_the_probe_ran(
     text = "\n".join(doc_tables_measures.prelaunch(data))
     assert "Step `attach_time`: exit 0 in 50.0 s (limit 120 s)." in text
     assert "| CUDA up to the harness's end | 1.53 s |" in text
+
+
+def test_the_prelaunch_section_sets_the_first_calls_stages_beside_the_later_ones() -> None:
+    """Where the first profile's run was split by stage, each stage stands beside the median
+    of the later pre-launched runs' same stage; older results show no such table."""
+    from bench import doc_tables_measures
+
+    path = results.newest("prelaunch")
+    assert path is not None
+    data = json.loads(path.read_text())
+    found = data["results"]
+    found["first_call"].pop("stages", None)
+    assert "the first profile_kernel |" not in "\n".join(doc_tables_measures.prelaunch(data))
+    found["first_call"]["stages"] = {"run": {"pre-flight": 2.5, "ncu": 3.25}}
+    found["prelaunched_stages"] = [
+        {"run": {"pre-flight": 0.1, "ncu": 2.0}},
+        {"run": {"pre-flight": 0.3, "ncu": 2.5}},
+    ]
+    text = "\n".join(doc_tables_measures.prelaunch(data))
+    assert "| pre-flight | 2.5 s | 0.2 s |" in text
+    assert "| ncu | 3.25 s | 2.25 s |" in text
