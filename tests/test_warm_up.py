@@ -167,3 +167,30 @@ def test_the_warm_wait_setting(value: str, seconds: float | None) -> None:
     with pytest.raises(InvalidRequestError) as err:
         sessions.warm_wait_s(value)
     assert sessions.WARM_WAIT_ENV in err.value.message and "=0" in err.value.hint
+
+
+def test_targets_turned_off_are_settled_not_still_warming() -> None:
+    """A slot told to keep no targets (or without ncu) serves its profiles cold and says why:
+    the warm wait counts it as done, and the session names why in its start-up line."""
+    with LocalExecutor(["cpu"], targets=0) as executor:
+        executor.start_targets()
+        assert executor.wait_warm(5.0)
+        session = sessions.Session(runs_root=Path("."), executor=executor, workers=WorkerPool())
+        assert session.targets_said() == "slot cpu: off: NSIGHT_AGENT_TARGETS=0"
+
+
+@pytest.mark.anyio
+async def test_the_warm_up_line_names_each_slots_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    executor = _Slow()
+    executor.release.set()
+    monkeypatch.setattr(
+        executor, "pool_info", lambda: {"slots": [{"device": "0", "targets": "1 ready"}]}
+    )
+    server = _serving(tmp_path, monkeypatch, "30", executor)
+    with caplog.at_level("INFO", logger="nsight_agent"):
+        async with Client(server) as client:
+            assert (await client.list_tools()).tools
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("warm-up:")]
+    assert len(said) == 1 and said[0].endswith("s (targets: slot 0: 1 ready)"), said

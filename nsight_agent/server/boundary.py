@@ -103,7 +103,9 @@ async def _wait_warm(session: sessions.Session, warming: threading.Thread, secon
     start = time.monotonic()
     ready = await anyio.to_thread.run_sync(session.wait_warm, warming, seconds)
     said = "ready" if ready else "not all ready; the first calls may go cold and say why"
-    log.info("warm-up: %s after %.1f s", said, time.monotonic() - start)
+    targets = await anyio.to_thread.run_sync(session.targets_said)
+    took = time.monotonic() - start
+    log.info("warm-up: %s after %.1f s%s", said, took, f" (targets: {targets})" if targets else "")
 
 
 def report_path(ctx: Context, path: str) -> Path:

@@ -74,6 +74,12 @@ class Session:
         left = deadline - time.monotonic()
         return not warming.is_alive() and self.executor.wait_warm(max(0.0, left))
 
+    def targets_said(self) -> str:
+        """Each slot's pre-launched targets in a phrase ("slot 0: 1 ready", "slot 0: off:
+        NSIGHT_AGENT_TARGETS=0"); "" for an executor that keeps none by slot."""
+        slots = self.executor.pool_info().get("slots") or []
+        return ", ".join(f"slot {s['device']}: {s['targets']}" for s in slots if s.get("targets"))
+
     def close(self, warming: threading.Thread | None = None) -> None:
         """End the workers and the executor, after a warm-up still starting them (else one
         it starts late would outlive the session)."""

@@ -189,11 +189,15 @@ class LocalExecutor(Executor):
                 )
 
     def wait_warm(self, seconds: float) -> bool:
-        """Wait until each slot's pool has a target ready (or turned itself off, with why)."""
+        """Wait until each slot's pool has a target ready or is off (its profiles go cold and
+        say why: that is its settled state, not one still warming)."""
         deadline = time.monotonic() + seconds
         with self._cond:
             pools = list(self._pools.values())
-        return all(pool.wait_ready(max(0.0, deadline - time.monotonic())) for pool in pools)
+        return all(
+            pool.wait_ready(max(0.0, deadline - time.monotonic())) or bool(pool.off_reason())
+            for pool in pools
+        )
 
     def target_pool(self, slot: str) -> TargetPool | None:
         """The pre-launched targets of ``slot``, once started (None: it keeps none)."""

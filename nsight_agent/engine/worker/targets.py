@@ -246,6 +246,12 @@ class TargetPool:
             self._off = self._off or why
             self._cond.notify_all()
 
+    def off_reason(self) -> str:
+        """Why this pool serves no job ("NSIGHT_AGENT_TARGETS=0", "ncu not found", ...); ""
+        while it is on."""
+        with self._cond:
+            return self._off
+
     def any_ready(self) -> bool:
         with self._cond:
             return not self._off and not self._closed and any(t.ready() for t in self._waiting)
