@@ -207,6 +207,9 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
         if first.get("connect_s") is not None:  # the warm-up it waited for before answering
             what = "that server's connect: process start to initialize answered"
             rows.insert(1, [what, seconds(first["connect_s"]), None, ""])
+    if rows and found.get("machine_first_ncu_s") is not None:  # paid once, before any server
+        what = "the machine's first ncu run: the raw floor, before any server"
+        rows.insert(1, [what, seconds(found["machine_first_ncu_s"]), None, ""])
     if rows:
         blocks.append(table(["call", "median", "of the floor", "collection"], rows))
         blocks.append(
