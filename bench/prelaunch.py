@@ -2,8 +2,8 @@
 
 Two ``nsight-agent serve`` over stdio, each driven by a real MCP client: one with
 ``NSIGHT_AGENT_TARGETS=0`` (every ncu run cold, as before) and one with ``NSIGHT_AGENT_TARGETS=1``.
-First the machine's first ncu run (the raw floor below, before any server: what the driver
-and ncu pay once per machine, kept apart), then the pre-launched server's first
+First the machine's first ncu run (the raw floor below, before any server: what a machine
+may pay once, kept apart), then the pre-launched server's first
 ``profile_kernel``, called as soon as its client has connected (the server warms its first
 target at start and answers once it is ready, within ``NSIGHT_AGENT_WARM_WAIT_S``): the
 connect's seconds are kept beside it. Per round, in alternating order:
@@ -206,10 +206,10 @@ async def measure(
     times: dict[str, list[float]] = {k: [] for k in sides}
     paths: dict[str, list[str]] = {k: [] for k in (*sides[1:], "burst")}
     out: dict[str, Any] = {"times": times, "paths": paths}
-    # On a fresh H200 a server's first call that was also the machine's first ncu run took
-    # 6.2 s against 2.2 s for later ones, while a new session's first in an already used
-    # machine took what its later ones did (bench/probes/attach_time.py, round 0): that
-    # one-off is measured here, so that the first call below finds the floor's machine.
+    # A machine's first ncu run may pay once what no later run does (the driver, ncu), while
+    # a new session's first profile on a used machine costs what its later ones do
+    # (bench/probes/attach_time.py, round 0): that one-off is measured apart, so that the
+    # first call below finds the machine as the floor's rounds do.
     out["machine_first_ncu_s"] = round(await anyio.to_thread.run_sync(raw_floor), 3)
     say(f"the machine's first ncu run {out['machine_first_ncu_s']:.2f} s")
     async with contextlib.AsyncExitStack() as stack:

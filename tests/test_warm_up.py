@@ -169,14 +169,15 @@ def test_the_warm_wait_setting(value: str, seconds: float | None) -> None:
     assert sessions.WARM_WAIT_ENV in err.value.message and "=0" in err.value.hint
 
 
-def test_targets_turned_off_are_settled_not_still_warming() -> None:
+def test_targets_turned_off_are_settled_not_still_warming(tmp_path: Path) -> None:
     """A slot told to keep no targets (or without ncu) serves its profiles cold and says why:
     the warm wait counts it as done, and the session names why in its start-up line."""
     with LocalExecutor(["cpu"], targets=0) as executor:
         executor.start_targets()
         assert executor.wait_warm(5.0)
-        session = sessions.Session(runs_root=Path("."), executor=executor, workers=WorkerPool())
-        assert session.targets_said() == "slot cpu: off: NSIGHT_AGENT_TARGETS=0"
+        assert (
+            _session(tmp_path, executor).targets_said() == "slot cpu: off: NSIGHT_AGENT_TARGETS=0"
+        )
 
 
 @pytest.mark.anyio

@@ -103,8 +103,8 @@ async def _wait_warm(session: sessions.Session, warming: threading.Thread, secon
     start = time.monotonic()
     ready = await anyio.to_thread.run_sync(session.wait_warm, warming, seconds)
     said = "ready" if ready else "not all ready; the first calls may go cold and say why"
+    took = time.monotonic() - start  # the wait alone, not the phrase below
     targets = await anyio.to_thread.run_sync(session.targets_said)
-    took = time.monotonic() - start
     log.info("warm-up: %s after %.1f s%s", said, took, f" (targets: {targets})" if targets else "")
 
 
