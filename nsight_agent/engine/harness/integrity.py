@@ -244,7 +244,7 @@ def _cudart() -> Any:
 
 def _site_nvidia_dirs() -> list[str]:
     with contextlib.suppress(ImportError):
-        import nvidia  # type: ignore[import-not-found]  # the pip CUDA packages torch uses
+        import nvidia  # type: ignore[import-not-found,import-untyped]  # torch's pip CUDA packages
 
         return [str(p) for p in getattr(nvidia, "__path__", [])]
     return []
