@@ -207,9 +207,11 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
         if first.get("connect_s") is not None:  # the warm-up it waited for before answering
             what = "that server's connect: process start to initialize answered"
             rows.insert(1, [what, seconds(first["connect_s"]), None, ""])
-    if rows and found.get("machine_first_ncu_s") is not None:  # paid once, before any server
-        what = "the machine's first ncu run: the raw floor, before any server"
-        rows.insert(1, [what, seconds(found["machine_first_ncu_s"]), None, ""])
+    paid = first.get("warm_up_first_ncu")
+    if rows and paid:  # the one-off the warm-up paid before the server answered
+        what = "within that connect, the warm-up's ncu run of one empty kernel"
+        said = "" if paid.get("ok") else f"failed: {paid.get('why')}"
+        rows.insert(2, [what, seconds(paid.get("seconds")), None, said])
     if rows:
         blocks.append(table(["call", "median", "of the floor", "collection"], rows))
         blocks.append(

@@ -167,11 +167,18 @@ class Server:
             raise RuntimeError(f"{self.name} {tool}: {_text(result)[:800]}")
         return seconds, dict(result.structured_content or {})
 
+    async def first_slot(self) -> dict[str, Any]:
+        """The first slot's row of device_info's pool."""
+        _, info = await self.call("device_info", {})
+        return dict(((info.get("pool") or {}).get("slots") or [{}])[0])
+
     async def targets(self) -> str:
         """The first slot's targets as device_info shows them ("1 ready", "off: ...")."""
-        _, info = await self.call("device_info", {})
-        slots = (info.get("pool") or {}).get("slots") or [{}]
-        return str(slots[0].get("targets") or "")
+        return str((await self.first_slot()).get("targets") or "")
+
+    async def first_ncu(self) -> dict[str, Any] | None:
+        """The warm-up's first ncu run on the first slot: seconds, ok, why (None: not run)."""
+        return (await self.first_slot()).get("first_ncu")
 
     async def wait_ready(self) -> float:
         """Seconds until the slot has a ready target; raises past READY_WAIT_S or when off."""
@@ -206,25 +213,23 @@ async def measure(
     times: dict[str, list[float]] = {k: [] for k in sides}
     paths: dict[str, list[str]] = {k: [] for k in (*sides[1:], "burst")}
     out: dict[str, Any] = {"times": times, "paths": paths}
-    # A machine's first ncu run may pay once what no later run does (the driver, ncu), while
-    # a new session's first profile on a used machine costs what its later ones do
-    # (bench/probes/attach_time.py, round 0): that one-off is measured apart, so that the
-    # first call below finds the machine as the floor's rounds do.
-    out["machine_first_ncu_s"] = round(await anyio.to_thread.run_sync(raw_floor), 3)
-    say(f"the machine's first ncu run {out['machine_first_ncu_s']:.2f} s")
     async with contextlib.AsyncExitStack() as stack:
         # A server's first profile_kernel, called as soon as the client has connected (the
-        # server warms its first target at start): before any other server exists.
-        # Its connect (process start to initialize answered) holds the warm-up it waits for.
+        # server warms its first target at start): the first ncu work on the machine when the
+        # suite runs first on a fresh one, as a user's first server meets it.
+        # Its connect (process start to initialize answered) holds the warm-up it waits for,
+        # which also pays the machine's first ncu run (its seconds from device_info).
         connecting = time.monotonic()
         warm = await stack.enter_async_context(server("prelaunched", "1"))
         connect_s = round(time.monotonic() - connecting, 3)
+        first_ncu = await warm.first_ncu()
         seconds, answer = await warm.call("profile_kernel", PROFILE)
         out["first_call"] = {
             "seconds": round(seconds, 3),
             "path": answer.get("collection"),
             "connect_s": connect_s,
             "stages": warm.stages(answer),  # where a first call's extra seconds go
+            "warm_up_first_ncu": first_ncu,
         }
         say(f"prelaunched server's first call {seconds:.2f} s ({answer.get('collection')})")
         cold = await stack.enter_async_context(server("cold", "0"))

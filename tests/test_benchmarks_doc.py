@@ -151,8 +151,8 @@ def test_the_peer_columns_line_names_what_is_missing_added_and_reordered() -> No
 
 def test_the_prelaunch_table_shows_the_first_servers_connect_where_it_was_timed() -> None:
     """A server waits for its warm-up before it answers: the connect that waited stands
-    beside its first call, and the machine's first ncu run before both (older results, which
-    did not time them, show no such rows)."""
+    beside its first call, and within it the warm-up's own ncu run (older results, which did
+    not time them, show no such rows)."""
     from bench import doc_tables_measures
 
     path = results.newest("prelaunch")
@@ -165,12 +165,18 @@ def test_the_prelaunch_table_shows_the_first_servers_connect_where_it_was_timed(
     text = "\n".join(doc_tables_measures.prelaunch(data))
     assert f"| {row} | 5.4 s | - |  |" in text
     assert text.index(row) < text.index("a server's first profile_kernel")
-    machine = "the machine's first ncu run: the raw floor, before any server"
-    data["results"].pop("machine_first_ncu_s", None)
-    assert machine not in "\n".join(doc_tables_measures.prelaunch(data))
-    data["results"]["machine_first_ncu_s"] = 9.5
+    paid = "within that connect, the warm-up's ncu run of one empty kernel"
+    first = data["results"]["first_call"]
+    first.pop("warm_up_first_ncu", None)
+    assert paid not in "\n".join(doc_tables_measures.prelaunch(data))
+    first["warm_up_first_ncu"] = {"seconds": 3.25, "ok": True, "why": ""}
     text = "\n".join(doc_tables_measures.prelaunch(data))
-    assert f"| {machine} | 9.5 s | - |  |" in text and text.index(machine) < text.index(row)
+    assert f"| {paid} | 3.25 s | - |  |" in text
+    assert text.index(row) < text.index(paid) < text.index("a server's first profile_kernel")
+    first["warm_up_first_ncu"] = {"seconds": 0.4, "ok": False, "why": "exit 1: no GPU"}
+    assert f"| {paid} | 0.4 s | - | failed: exit 1: no GPU |" in "\n".join(
+        doc_tables_measures.prelaunch(data)
+    )
 
 
 def test_the_prelaunch_section_splits_a_prelaunched_profile_where_the_probe_ran() -> None:

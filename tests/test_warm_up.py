@@ -4,6 +4,7 @@ its later ones are; elsewhere it starts nothing and answers at once."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,12 @@ import pytest
 from mcp import Client
 from mcp.server import MCPServer
 
+from nsight_agent.engine import process
+from nsight_agent.engine.collection import ncu
+from nsight_agent.engine.executors import build_ahead
 from nsight_agent.engine.executors.base import Executor
 from nsight_agent.engine.executors.local import LocalExecutor
+from nsight_agent.engine.worker import first_ncu
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError
 from nsight_agent.server.app import build_server
 from nsight_agent.service import session as sessions
@@ -175,9 +180,7 @@ def test_targets_turned_off_are_settled_not_still_warming(tmp_path: Path) -> Non
     with LocalExecutor(["cpu"], targets=0) as executor:
         executor.start_targets()
         assert executor.wait_warm(5.0)
-        assert (
-            _session(tmp_path, executor).targets_said() == "slot cpu: off: NSIGHT_AGENT_TARGETS=0"
-        )
+        assert _session(tmp_path, executor).slots_said() == "slot cpu: off: NSIGHT_AGENT_TARGETS=0"
 
 
 @pytest.mark.anyio
@@ -187,11 +190,85 @@ async def test_the_warm_up_line_names_each_slots_targets(
     executor = _Slow()
     executor.release.set()
     monkeypatch.setattr(
-        executor, "pool_info", lambda: {"slots": [{"device": "0", "targets": "1 ready"}]}
+        executor,
+        "pool_info",
+        lambda: {"slots": [{"device": "0", "targets": "1 ready", "first_ncu": FIRST}]},
     )
     server = _serving(tmp_path, monkeypatch, "30", executor)
     with caplog.at_level("INFO", logger="nsight_agent"):
         async with Client(server) as client:
             assert (await client.list_tools()).tools
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("warm-up:")]
-    assert len(said) == 1 and said[0].endswith("s (targets: slot 0: 1 ready)"), said
+    assert len(said) == 1 and said[0].endswith("s (slot 0: 1 ready, first ncu run 1.9 s)"), said
+
+
+FIRST = {"seconds": 1.94, "ok": True, "why": ""}
+
+
+def _fake_ncu(tmp_path: Path, body: str) -> Path:
+    ncu = tmp_path / "ncu"
+    ncu.write_text(f"#!/bin/sh\n{body}\n")
+    ncu.chmod(0o755)
+    return ncu
+
+
+def test_the_first_ncu_run_profiles_one_kernel_program_for_the_time_metric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warm-up's ncu run: the time metric, every process, our interpreter on the
+    one-kernel program, on the slot's GPU."""
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("NCU", str(_fake_ncu(tmp_path, f'echo "$@" > {seen}; env >> {seen}')))
+    done = first_ncu.pay("1")
+    assert done.ok and done.said().startswith("first ncu run "), done
+    argv, *env = seen.read_text().splitlines()
+    assert argv.startswith("--metrics gpu__time_duration.sum --target-processes all ")
+    assert f"{sys.executable} -c " in argv and "cuda_early.bring_up('warmup')" in argv
+    assert "CUDA_VISIBLE_DEVICES=1" in env
+
+
+def test_a_first_ncu_run_that_fails_says_why_and_raises_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NCU", str(_fake_ncu(tmp_path, "echo '==ERROR== no GPU' >&2; exit 1")))
+    done = first_ncu.pay("0")
+    assert not done.ok and done.said().endswith(": exit 1: ==ERROR== no GPU"), done
+    monkeypatch.setattr(first_ncu.ncu, "find_ncu", _no_ncu)
+    assert "was not found" in first_ncu.pay("0").why
+
+
+def _no_ncu() -> str:
+    raise NcuNotFoundError("ncu was not found", "install it")
+
+
+def test_the_warm_up_runs_ncu_once_per_gpu_slot_and_shows_it_in_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    paid: list[str] = []
+
+    def pay(slot: str) -> first_ncu.FirstRun:
+        paid.append(slot)
+        return first_ncu.FirstRun(**FIRST)
+
+    monkeypatch.setattr(first_ncu, "pay", pay)
+    monkeypatch.setenv(build_ahead.ENABLE_ENV, "0")  # no torch headers precompiled here
+    with LocalExecutor(["0", "1"], targets=0) as executor:
+        executor.warm_up()
+        rows = executor.pool_info()["slots"]
+    assert sorted(paid) == ["0", "1"]
+    assert [r["first_ncu"] for r in rows] == [FIRST, FIRST]
+    with LocalExecutor(["cpu"], targets=0) as executor:  # nothing of the kind without a GPU
+        executor.warm_up()
+        assert "first_ncu" not in executor.pool_info()["slots"][0]
+    assert sorted(paid) == ["0", "1"]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_first_ncu_run_profiles_its_empty_kernel() -> None:
+    """The one-kernel program runs under the real ncu: the driver compiles and launches the
+    empty kernel, and ncu profiles it (its name in ncu's output)."""
+    argv = first_ncu.argv(ncu.find_ncu())
+    done = process.run_capture(argv, timeout=first_ncu.TIMEOUT_S, env=process.child_env())
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "nsight_agent_warmup" in done.stdout, done.stdout[-2000:]
+    assert first_ncu.pay("0").ok

@@ -104,8 +104,8 @@ async def _wait_warm(session: sessions.Session, warming: threading.Thread, secon
     ready = await anyio.to_thread.run_sync(session.wait_warm, warming, seconds)
     said = "ready" if ready else "not all ready; the first calls may go cold and say why"
     took = time.monotonic() - start  # the wait alone, not the phrase below
-    targets = await anyio.to_thread.run_sync(session.targets_said)
-    log.info("warm-up: %s after %.1f s%s", said, took, f" (targets: {targets})" if targets else "")
+    slots = await anyio.to_thread.run_sync(session.slots_said)
+    log.info("warm-up: %s after %.1f s%s", said, took, f" ({slots})" if slots else "")
 
 
 def report_path(ctx: Context, path: str) -> Path:

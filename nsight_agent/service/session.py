@@ -18,6 +18,7 @@ from nsight_agent.engine.device import DeviceInfo
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.store import run_status
 from nsight_agent.engine.store.runs import default_runs_root
+from nsight_agent.engine.worker import first_ncu
 from nsight_agent.errors import InvalidRequestError, NcuNotFoundError
 from nsight_agent.service.measure import Executor, Measuring, Progress, WorkerPool
 
@@ -74,11 +75,18 @@ class Session:
         left = deadline - time.monotonic()
         return not warming.is_alive() and self.executor.wait_warm(max(0.0, left))
 
-    def targets_said(self) -> str:
-        """Each slot's pre-launched targets in a phrase ("slot 0: 1 ready", "slot 0: off:
-        NSIGHT_AGENT_TARGETS=0"); "" for an executor that keeps none by slot."""
-        slots = self.executor.pool_info().get("slots") or []
-        return ", ".join(f"slot {s['device']}: {s['targets']}" for s in slots if s.get("targets"))
+    def slots_said(self) -> str:
+        """Each slot's pre-launched targets and the warm-up's first ncu run in a phrase
+        ("slot 0: 1 ready, first ncu run 1.9 s", "slot cpu: off: NSIGHT_AGENT_TARGETS=0");
+        "" for an executor that keeps neither by slot."""
+        said = []
+        for slot in self.executor.pool_info().get("slots") or []:
+            parts = [str(slot["targets"])] if slot.get("targets") else []
+            if slot.get("first_ncu"):
+                parts.append(first_ncu.FirstRun(**slot["first_ncu"]).said())
+            if parts:
+                said.append(f"slot {slot['device']}: {', '.join(parts)}")
+        return "; ".join(said)
 
     def close(self, warming: threading.Thread | None = None) -> None:
         """End the workers and the executor, after a warm-up still starting them (else one

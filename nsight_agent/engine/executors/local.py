@@ -21,6 +21,7 @@ one when it is ready.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import threading
@@ -34,6 +35,7 @@ from nsight_agent.engine.executors.base import Executor, JobFunction, JobHandle
 from nsight_agent.engine.executors.build_ahead import BuildsAhead
 from nsight_agent.engine.pinning import local_slots
 from nsight_agent.engine.pipeline import Job, JobResult, Progress, Warm, run_job
+from nsight_agent.engine.worker import first_ncu
 from nsight_agent.engine.worker.pool import WorkerPool
 from nsight_agent.engine.worker.targets import COUNT_ENV, TargetPool, configured_count
 from nsight_agent.errors import RunCancelledError
@@ -89,6 +91,7 @@ class LocalExecutor(Executor):
         wanted = job_function is None and build_ahead.enabled()
         self._builds = builds if builds is not None else (BuildsAhead() if wanted else None)
         self._pools: dict[str, TargetPool] = {}
+        self._first_runs: dict[str, first_ncu.FirstRun] = {}  # the warm-up's, by slot
         self._queue: collections.deque[_Queued] = collections.deque()
         self._cond = threading.Condition()
         self._slots: list[_Slot] = []
@@ -152,6 +155,8 @@ class LocalExecutor(Executor):
             for row in slots:  # pre-launched targets, where the slot keeps them
                 if row["device"] in self._pools:
                     row["targets"] = self._pools[row["device"]].info()
+                if row["device"] in self._first_runs:  # the warm-up's first ncu run
+                    row["first_ncu"] = dataclasses.asdict(self._first_runs[row["device"]])
             return {
                 "executor": self.name,
                 "slots": slots,
@@ -169,24 +174,42 @@ class LocalExecutor(Executor):
 
     def warm_up(self) -> None:
         """Start what a first profile job would otherwise wait for: each GPU slot's pre-launched
-        targets and its warm worker (the pre-flight), so a server's first profile is served as
-        its later ones are. Slots without a GPU keep nothing warm. The torch headers earlier
-        builds asked for are precompiled (``build_ahead``)."""
+        targets and its warm worker (the pre-flight), and runs ncu once on each GPU (the
+        machine's first run costs what no later one does: ``worker/first_ncu.py``), so a
+        server's first profile is served as its later ones are. Slots without a GPU keep
+        nothing warm. The torch headers earlier builds asked for are precompiled
+        (``build_ahead``)."""
         with self._cond:
             self._start_slots()
             self._start_targets()
             gpu_slots = [s.device for s in self._slots if s.device != "cpu"]
+        paying = [  # the machine's first ncu run, per GPU, beside the workers' start
+            threading.Thread(target=self._pay_first_ncu, args=(slot,), daemon=True)
+            for slot in (gpu_slots if self._targets_wanted else [])
+        ]
+        for thread in paying:
+            thread.start()
         if self._builds is not None:  # the torch headers that earlier builds asked for
             self._builds.precompile_headers()
+        for slot in gpu_slots:
+            self._start_worker(slot)
+        for thread in paying:
+            thread.join(first_ncu.TIMEOUT_S + 5.0)
+
+    def _start_worker(self, slot: str) -> None:
         if self._workers is None:
             return
-        for slot in gpu_slots:
-            try:
-                self._workers.get(self._worker_device(slot)).start()
-            except Exception as err:  # the first job starts it again and reports the failure
-                logging.getLogger("nsight_agent").warning(
-                    "warm worker for %s did not start: %s", slot, err
-                )
+        try:
+            self._workers.get(self._worker_device(slot)).start()
+        except Exception as err:  # the first job starts it again and reports the failure
+            logging.getLogger("nsight_agent").warning(
+                "warm worker for %s did not start: %s", slot, err
+            )
+
+    def _pay_first_ncu(self, slot: str) -> None:
+        done = first_ncu.pay(slot)
+        with self._cond:
+            self._first_runs[slot] = done
 
     def wait_warm(self, seconds: float) -> bool:
         """Wait until each slot's pool has a target ready or is off (its profiles go cold and
