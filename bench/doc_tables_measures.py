@@ -220,6 +220,7 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
             f"{found.get('burst_prelaunched')} pre-launched."
         )
     blocks += _first_call_stages(first, found.get("prelaunched_stages") or [])
+    blocks += _first_call_steps(first.get("target_events"), found.get("later_target_events"))
     blocks += _attach_split(data.get("attach_time"))
     return blocks
 
@@ -234,6 +235,26 @@ def _first_call_stages(first: dict[str, Any], later: list[dict[str, Any]]) -> li
     ]
     head = ["stage of the run", "the first profile_kernel", "a later pre-launched one (median)"]
     return [table(head, rows)] if rows else []
+
+
+def _first_call_steps(
+    first: list[dict[str, Any]] | None, later: list[dict[str, Any]] | None
+) -> list[str]:
+    """When each step of the target's run began, in seconds after the call: the first
+    profile_kernel's beside a later pre-launched one's (none before the targets stamped)."""
+    if not first or not later:
+        return []
+
+    def began(events: list[dict[str, Any]]) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for e in events:
+            found.setdefault(str(e.get("what")), float(e.get("t") or 0.0))
+        return found
+
+    mine, theirs = began(first), began(later)
+    rows = [[what, seconds(t), seconds(theirs.get(what))] for what, t in mine.items()]
+    head = ["the target's step, from the call", "the first profile_kernel", "a later one"]
+    return [table(head, rows)]
 
 
 def _attach_split(data: dict[str, Any] | None) -> list[str]:

@@ -61,6 +61,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+from bench.probes import attach_time
 from nsight_agent.diagnose import checks_memory as cm
 from nsight_agent.judge.builds import stage_seconds_of
 from nsight_agent.request import TIME_METRIC
@@ -192,6 +193,22 @@ class Server:
             await anyio.sleep(0.25)
 
 
+def target_stamps() -> tuple[dict[str, str], Path]:
+    """A server environment whose pre-launched targets append their steps to a file (the
+    attach probe's sitecustomize, first on their path), and that file."""
+    site = Path(tempfile.mkdtemp(prefix="prelaunch-site-"))
+    (site / "sitecustomize.py").write_text(attach_time.SITECUSTOMIZE)
+    stamped = site / "events.jsonl"
+    path = [str(site), os.getcwd(), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {attach_time.EVENTS_ENV: str(stamped), "PYTHONPATH": os.pathsep.join(path)}, stamped
+
+
+def stamps_since(stamped: Path, since: float) -> list[dict[str, Any]]:
+    """The targets' steps stamped since ``since`` (wall clock), in seconds after it."""
+    lines = stamped.read_text().splitlines() if stamped.exists() else []
+    return attach_time.relative([json.loads(line) for line in lines if line.strip()], since)
+
+
 @contextlib.asynccontextmanager
 async def server(name: str, targets: str, **extra_env: str) -> AsyncIterator[Server]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "NSIGHT_AGENT_TARGETS": targets, **extra_env}
@@ -219,10 +236,15 @@ async def measure(
         # suite runs first on a fresh one, as a user's first server meets it.
         # Its connect (process start to initialize answered) holds the warm-up it waits for,
         # which also pays the machine's first ncu run (its seconds from device_info).
+        # Its targets stamp their steps (the attach probe's sitecustomize): the first call's
+        # and a later one's, set side by side, say in which step the first one's seconds go.
+        stamps, stamped = target_stamps()
         connecting = time.monotonic()
-        warm = await stack.enter_async_context(server("prelaunched", "1"))
+        warm = await stack.enter_async_context(server("prelaunched", "1", **stamps))
         connect_s = round(time.monotonic() - connecting, 3)
         first_ncu = await warm.first_ncu()
+        stamped.write_text("")
+        called_at = time.time()
         seconds, answer = await warm.call("profile_kernel", PROFILE)
         out["first_call"] = {
             "seconds": round(seconds, 3),
@@ -230,6 +252,7 @@ async def measure(
             "connect_s": connect_s,
             "stages": warm.stages(answer),  # where a first call's extra seconds go
             "warm_up_first_ncu": first_ncu,
+            "target_events": stamps_since(stamped, called_at),
         }
         say(f"prelaunched server's first call {seconds:.2f} s ({answer.get('collection')})")
         cold = await stack.enter_async_context(server("cold", "0"))
@@ -267,7 +290,11 @@ async def measure(
                     if side != "cold":
                         await warm.wait_ready()
                     args = PROFILE_TRITON if side == "triton" else PROFILE
+                    stamped.write_text("")
+                    called_at = time.time()
                     seconds, answer = await s.call("profile_kernel", args)
+                    if side == "prelaunched" and r == 0:  # a later call's steps, to compare
+                        out["later_target_events"] = stamps_since(stamped, called_at)
                     path = str(answer.get("collection"))
                     paths[side].append(path)
                     out.setdefault(f"{side}_stages", []).append(s.stages(answer))

@@ -3,9 +3,14 @@ with the stage seconds of that run's status record."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-from bench.prelaunch import Server
+from bench.prelaunch import Server, stamps_since, target_stamps
 from nsight_agent.engine.store.run_status import write_status
 
 
@@ -58,3 +63,31 @@ def test_the_section_rows_ask_for_each_section_once_and_the_one_pass_as_it_is_se
         sections, counters = one_pass(choice)  # type: ignore[arg-type]
         assert rows[label] == ([*FIRST_PASS_METRICS, *counters], sections)
     assert "MemoryWorkloadAnalysis_Tables" not in rows["all but the tables, time and DRAM"][1]
+
+
+def test_a_process_started_as_a_target_under_the_stamping_environment_stamps_its_steps(
+    tmp_path: Path,
+) -> None:
+    """The prelaunch server's environment puts the probe's sitecustomize first on a target's
+    path: a process started as a target stamps its steps in the file (here only its exit),
+    any other process started with it stamps nothing."""
+    env, stamped = target_stamps()
+    stamped.write_text("")
+    since = time.time()
+    as_target = [sys.executable, "-c", "pass", "nsight_agent.engine.worker.target"]
+    for argv in (as_target, [sys.executable, "-c", "pass"]):
+        subprocess.run(argv, env={**os.environ, **env}, check=True, cwd=tmp_path)
+    events = stamps_since(stamped, since)
+    assert [(e["who"], e["what"]) for e in events] == [("target", "last atexit")], events
+    assert 0.0 <= events[0]["t"] < 60.0
+
+
+def test_the_stamps_are_read_in_order_in_seconds_after_the_call(tmp_path: Path) -> None:
+    stamped = tmp_path / "events.jsonl"
+    lines = [{"t": 102.5, "who": "target", "what": "CUDA up"}, {"t": 100.25, "what": "hand"}]
+    stamped.write_text("".join(json.dumps(line) + "\n" for line in lines) + "\n")
+    assert [(e["what"], e["t"]) for e in stamps_since(stamped, 100.0)] == [
+        ("hand", 0.25),
+        ("CUDA up", 2.5),
+    ]
+    assert stamps_since(tmp_path / "absent.jsonl", 100.0) == []

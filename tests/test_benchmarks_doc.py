@@ -216,3 +216,27 @@ def test_the_prelaunch_section_sets_the_first_calls_stages_beside_the_later_ones
     text = "\n".join(doc_tables_measures.prelaunch(data))
     assert "| pre-flight | 2.5 s | 0.2 s |" in text
     assert "| ncu | 3.25 s | 2.25 s |" in text
+
+
+def test_the_prelaunch_section_sets_the_first_calls_target_steps_beside_a_later_ones() -> None:
+    """Each of the target's steps, when it first began after the call, in the first profile
+    and in a later one; no table where either was not stamped."""
+    from bench import doc_tables_measures
+
+    path = results.newest("prelaunch")
+    assert path is not None
+    data = json.loads(path.read_text())
+    found = data["results"]
+    head = "| the target's step, from the call | the first profile_kernel | a later one |"
+    found["first_call"].pop("target_events", None)
+    found["later_target_events"] = [{"t": 0.3, "who": "target", "what": "harness start"}]
+    assert head not in "\n".join(doc_tables_measures.prelaunch(data))
+    found["first_call"]["target_events"] = [
+        {"t": 0.5, "who": "target", "what": "harness start"},
+        {"t": 1.25, "who": "target", "what": "first CUDA call"},
+        {"t": 3.5, "who": "target", "what": "first CUDA call"},  # a later thread's: not shown
+    ]
+    text = "\n".join(doc_tables_measures.prelaunch(data))
+    assert head in text
+    assert "| harness start | 0.5 s | 0.3 s |" in text
+    assert "| first CUDA call | 1.25 s | - |" in text and "| first CUDA call | 3.5" not in text
