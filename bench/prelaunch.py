@@ -2,11 +2,11 @@
 
 Two ``nsight-agent serve`` over stdio, each driven by a real MCP client: one with
 ``NSIGHT_AGENT_TARGETS=0`` (every ncu run cold, as before) and one with ``NSIGHT_AGENT_TARGETS=1``.
-First the machine's first ncu run (the raw floor below, before any server: what a machine
-may pay once, kept apart), then the pre-launched server's first
-``profile_kernel``, called as soon as its client has connected (the server warms its first
-target at start and answers once it is ready, within ``NSIGHT_AGENT_WARM_WAIT_S``): the
-connect's seconds are kept beside it. Per round, in alternating order:
+First, before anything else runs ncu, the pre-launched server's first ``profile_kernel``,
+called as soon as its client has connected (the server warms its first target and runs ncu
+once at start, and answers once it is ready, within ``NSIGHT_AGENT_WARM_WAIT_S``): the
+connect's seconds, the warm-up's own ncu run and the steps its target stamped are kept
+beside it. Per round, in alternating order:
 
   floor        python + torch + one kernel under ncu, one metric (the raw wall to beat)
   cold         profile_kernel of that kernel (one config, one run) on the cold server
