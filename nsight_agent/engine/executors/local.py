@@ -183,7 +183,9 @@ class LocalExecutor(Executor):
             self._start_slots()
             self._start_targets()
             gpu_slots = [s.device for s in self._slots if s.device != "cpu"]
-        paying = [  # the machine's first ncu run, per GPU, beside the workers' start
+        # The machine's first ncu run, per GPU, beside the workers' start; not where a
+        # stand-in job function (tests) runs the jobs, which never run ncu.
+        paying = [
             threading.Thread(target=self._pay_first_ncu, args=(slot,), daemon=True)
             for slot in (gpu_slots if self._targets_wanted else [])
         ]
