@@ -91,3 +91,17 @@ def test_the_stamps_are_read_in_order_in_seconds_after_the_call(tmp_path: Path) 
         ("CUDA up", 2.5),
     ]
     assert stamps_since(tmp_path / "absent.jsonl", 100.0) == []
+
+
+def test_the_first_call_probe_spans_two_steps_from_their_first_stamps() -> None:
+    from bench.probes.first_call import _span
+
+    events = [
+        {"t": 0.45, "what": "first CUDA call"},
+        {"t": 1.0, "what": "first CUDA call"},  # torch's lazy init asked again: not the span
+        {"t": 1.3, "what": "markers: BEGIN launching"},
+        {"t": 3.7, "what": "markers: call starts"},
+    ]
+    assert _span(events, "markers: BEGIN launching", "markers: call starts") == 2.4
+    assert _span(events, "first CUDA call", "markers: call starts") == 3.25
+    assert _span(events, "harness start", "markers: call starts") is None
