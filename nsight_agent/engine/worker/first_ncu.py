@@ -1,11 +1,13 @@
 """A machine's first ncu run, paid while a server warms up.
 
-The first kernel ncu profiles on a machine costs seconds that later ones do not: ncu's host
-and the injection and counter libraries it loads into its target are read from disk, and the
-driver sets up its profiler. A pre-launched target cannot pay that ahead (ncu holds it at its
+The first kernel ncu profiles on a machine costs seconds that later ones do not (ncu's and the
+driver's set-up of a profile). A pre-launched target cannot pay that ahead (ncu holds it at its
 first CUDA call until a job attaches), so a server's first profile paid it. The warm-up
 therefore runs ncu once, per GPU slot, on a program of one empty kernel (the driver API
-through ctypes, no torch: ``cuda_early``), beside the warm worker's start.
+through ctypes, no torch: ``cuda_early``), beside the warm worker's start. It pays part of
+that cost, not all of it: a server's first profile still spends longer than later ones in its
+first profiled launch (the prelaunch suite's target steps,
+docs/BENCHMARKS.md).
 
     first = first_ncu.pay("0")      # FirstRun(seconds=..., ok=True, why="")
 
