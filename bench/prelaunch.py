@@ -61,6 +61,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+from bench import results
 from bench.probes import attach_time
 from nsight_agent.diagnose import checks_memory as cm
 from nsight_agent.judge.builds import stage_seconds_of
@@ -446,11 +447,7 @@ def main() -> None:
     if args.sections:
         report["section_costs"] = anyio.run(section_costs, not args.no_leave_one_out)
     report["wall_s"] = round(time.monotonic() - start, 1)
-    text = json.dumps(report, indent=1)
-    print(text, flush=True)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "prelaunch.json").write_text(text)
+    results.emit(report, args.out, "prelaunch.json")
 
 
 if __name__ == "__main__":

@@ -70,6 +70,16 @@ def environment() -> dict[str, Any]:
     }
 
 
+def emit(data: Any, out: Path | None, name: str) -> None:
+    """Print a script's ``data`` as JSON and, with ``--out`` given, keep it as ``out/name``
+    (the file a suite's step reads back)."""
+    text = json.dumps(data, indent=1)
+    print(text, flush=True)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+
+
 def slug(text: str | None) -> str:
     """A file-name-safe form of a GPU name ("NVIDIA H200" -> "h200")."""
     if not text:

@@ -204,3 +204,15 @@ def test_run_within_starts_no_suite_whose_limit_no_longer_fits(
     assert "not started: long (limit 500 s, 100 s left)" in capsys.readouterr().out
     assert len(list((tmp_path / "quick").glob("*.json"))) >= 1 and not (tmp_path / "long").exists()
     assert main(["run", "quick", *out]) == 0
+
+
+def test_a_scripts_data_is_printed_and_kept_under_out_only_when_out_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = {"medians_s": {"wall": 2.26}, "rounds": [1, 2]}
+    results.emit(data, None, "probe.json")
+    assert json.loads(capsys.readouterr().out) == data
+    assert list(tmp_path.iterdir()) == []
+    results.emit(data, tmp_path / "out", "probe.json")
+    assert json.loads(capsys.readouterr().out) == data
+    assert json.loads((tmp_path / "out" / "probe.json").read_text()) == data

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import results
+
 EVENTS_ENV = "NSIGHT_AGENT_PROBE_EVENTS"  # the file a target appends its events to
 
 # Put first on a target's sys.path: stamps the target's harness, CUDA start and exit.
@@ -280,11 +282,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds = pipeline_rounds(args.rounds)
     result = {"medians_s": split(rounds), "apart": apart(), "rounds": rounds}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "attach_time.json").write_text(text)
+    results.emit(result, args.out, "attach_time.json")
 
 
 if __name__ == "__main__":

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from bench import prelaunch
+from bench import prelaunch, results
 
 
 def _span(events: list[dict[str, Any]], first: str, last: str) -> float | None:
@@ -72,12 +71,7 @@ def main() -> None:
     async def run() -> list[dict[str, Any]]:
         return [await one(d) for d in args.delays]
 
-    found = anyio.run(run)
-    text = json.dumps(found, indent=1)
-    print(text)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "first_call.json").write_text(text)
+    results.emit(anyio.run(run), args.out, "first_call.json")
 
 
 if __name__ == "__main__":
