@@ -207,11 +207,18 @@ def prelaunch(data: dict[str, Any]) -> list[str]:
         if first.get("connect_s") is not None:  # the warm-up it waited for before answering
             what = "that server's connect: process start to initialize answered"
             rows.insert(1, [what, seconds(first["connect_s"]), None, ""])
-    paid = first.get("warm_up_first_ncu")
-    if rows and paid:  # the one-off the warm-up paid before the server answered
-        what = "within that connect, the warm-up's ncu run of one empty kernel"
-        said = "" if paid.get("ok") else f"failed: {paid.get('why')}"
-        rows.insert(2, [what, seconds(paid.get("seconds")), None, said])
+    # The one-offs the warm-up paid before the server answered, in the order it paid them.
+    paid_by = {
+        "warm_up_first_ncu": "within that connect, the warm-up's ncu run of one empty kernel",
+        "warm_up_first_profile": "within that connect, the warm-up's throwaway profile",
+    }
+    at = 2
+    for key, what in paid_by.items():
+        paid = first.get(key)
+        if rows and paid:
+            said = str(paid.get("path") or "") if paid.get("ok") else f"failed: {paid.get('why')}"
+            rows.insert(at, [what, seconds(paid.get("seconds")), None, said])
+            at += 1
     if rows:
         blocks.append(table(["call", "median", "of the floor", "collection"], rows))
         blocks.append(

@@ -178,10 +178,6 @@ class Server:
         """The first slot's targets as device_info shows them ("1 ready", "off: ...")."""
         return str((await self.first_slot()).get("targets") or "")
 
-    async def first_ncu(self) -> dict[str, Any] | None:
-        """The warm-up's first ncu run on the first slot: seconds, ok, why (None: not run)."""
-        return (await self.first_slot()).get("first_ncu")
-
     async def wait_ready(self) -> float:
         """Seconds until the slot has a ready target; raises past READY_WAIT_S or when off."""
         start = time.monotonic()
@@ -243,7 +239,7 @@ async def measure(
         connecting = time.monotonic()
         warm = await stack.enter_async_context(server("prelaunched", "1", **stamps))
         connect_s = round(time.monotonic() - connecting, 3)
-        first_ncu = await warm.first_ncu()
+        slot = await warm.first_slot()  # the warm-up's first ncu run and throwaway profile
         stamped.write_text("")
         called_at = time.time()
         seconds, answer = await warm.call("profile_kernel", PROFILE)
@@ -252,7 +248,8 @@ async def measure(
             "path": answer.get("collection"),
             "connect_s": connect_s,
             "stages": warm.stages(answer),  # where a first call's extra seconds go
-            "warm_up_first_ncu": first_ncu,
+            "warm_up_first_ncu": slot.get("first_ncu"),
+            "warm_up_first_profile": slot.get("first_profile"),
             "target_events": stamps_since(stamped, called_at),
         }
         say(f"prelaunched server's first call {seconds:.2f} s ({answer.get('collection')})")

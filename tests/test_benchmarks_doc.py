@@ -177,6 +177,13 @@ def test_the_prelaunch_table_shows_the_first_servers_connect_where_it_was_timed(
     assert f"| {paid} | 0.4 s | - | failed: exit 1: no GPU |" in "\n".join(
         doc_tables_measures.prelaunch(data)
     )
+    thrown = "within that connect, the warm-up's throwaway profile"
+    first.pop("warm_up_first_profile", None)
+    assert thrown not in "\n".join(doc_tables_measures.prelaunch(data))
+    first["warm_up_first_profile"] = {"seconds": 3.1, "ok": True, "why": "", "path": "pre-launched"}
+    text = "\n".join(doc_tables_measures.prelaunch(data))
+    assert f"| {thrown} | 3.1 s | - | pre-launched |" in text
+    assert text.index(paid) < text.index(thrown) < text.index("a server's first profile_kernel")
 
 
 def test_the_prelaunch_section_splits_a_prelaunched_profile_where_the_probe_ran() -> None:

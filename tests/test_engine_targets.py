@@ -28,6 +28,8 @@ from mcp import Client
 from nsight_agent.engine import children, pipeline
 from nsight_agent.engine.collection import extract, ncu_args
 from nsight_agent.engine.collection.collect.choose import cold_reason
+from nsight_agent.engine.executors import first_profile
+from nsight_agent.engine.executors.base import JobHandle
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.harness.call_markers import MARKER_KERNEL
 from nsight_agent.engine.pipeline import Job
@@ -273,6 +275,46 @@ def test_a_job_through_a_prelaunched_target_gives_the_cold_result_and_is_repleni
     assert attached[attached.index("--port") + 1] == launch[launch.index("--port") + 1]
     assert attached[attached.index("--replay-mode") + 1] == "kernel"
     assert attached[attached.index("--export") + 1] == str(warm.run_dir / "report")
+
+
+def test_the_warm_ups_throwaway_profile_takes_the_slots_path_and_keeps_no_run(
+    stand_in: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It is queued as a user's job is and collected through the slot's pre-launched target;
+    the pool then launches the next one; the run folder is gone; the pool row says how it
+    went. A slot whose targets are off is left to go cold."""
+    monkeypatch.setattr(first_profile, "request", sweep_request)  # what the stand-in answers
+    roots: list[Path] = []
+
+    def job(root: Path) -> Job:
+        roots.append(root)
+        return Job(sweep_request(), root, "profile")
+
+    monkeypatch.setattr(first_profile, "job", job)
+    with LocalExecutor(["cpu"], targets=1) as executor:
+        pool = ready_pool(executor)
+        executor.pay_first_profiles(["cpu"])
+        row = executor.pool_info()["slots"][0]
+        assert pool.taken == 1 and row["jobs_done"] == 1, row
+        assert row["first_profile"]["ok"] and row["first_profile"]["path"] == "pre-launched", row
+        assert pool.wait_ready(180), pool.info()  # the next target, for the user's first call
+    assert len(roots) == 1 and not roots[0].exists()
+    with LocalExecutor(["cpu"], targets=0) as executor:
+        executor.start_targets()
+        executor.pay_first_profiles(["cpu"])
+        assert "first_profile" not in executor.pool_info()["slots"][0]
+    assert len(roots) == 1
+
+
+def test_a_throwaway_profile_that_fails_or_hangs_is_said_and_a_hanging_one_cancelled() -> None:
+    failed = JobHandle(first_profile.job(Path("unused")))
+    failed.future.set_exception(RuntimeError("ncu exited 1"))
+    done = first_profile.outcome(failed)
+    assert not done.ok and done.said().endswith(": RuntimeError: ncu exited 1"), done
+    hanging = JobHandle(first_profile.job(Path("unused")))
+    done = first_profile.outcome(hanging, timeout=0.2)
+    assert done.said() == "first profile failed after 0.2 s: no answer within 0.2 s"
+    assert hanging.cancel_event.is_set()
 
 
 def test_an_attach_that_fails_goes_cold_and_says_why(

@@ -163,7 +163,7 @@ async def test_a_server_told_not_to_wait_or_out_of_time_answers_before_its_warm_
 
 
 @pytest.mark.parametrize(
-    ("value", "seconds"), [("", 15.0), ("0", 0.0), (" 12.5 ", 12.5), ("-1", None), ("soon", None)]
+    ("value", "seconds"), [("", 25.0), ("0", 0.0), (" 12.5 ", 12.5), ("-1", None), ("soon", None)]
 )
 def test_the_warm_wait_setting(value: str, seconds: float | None) -> None:
     if seconds is not None:

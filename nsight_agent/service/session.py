@@ -15,6 +15,7 @@ from typing import Literal
 from nsight_agent.engine import device, pinning
 from nsight_agent.engine.collection import budget, ncu
 from nsight_agent.engine.device import DeviceInfo
+from nsight_agent.engine.executors import first_profile
 from nsight_agent.engine.executors.local import LocalExecutor
 from nsight_agent.engine.store import run_status
 from nsight_agent.engine.store.runs import default_runs_root
@@ -29,7 +30,7 @@ WARM_UP_WAIT_S = 60.0
 # How long a server waits for its warm-up before it answers (``initialize`` on stdio, the first
 # connection over HTTP): its first profile is then served as its later ones are.
 WARM_WAIT_ENV = "NSIGHT_AGENT_WARM_WAIT_S"
-WARM_WAIT_S = 15.0  # within the 30 s clients give a server to start (docs/MCP.md)
+WARM_WAIT_S = 25.0  # within the 30 s clients give a server to start (docs/MCP.md)
 
 __all__ = ["DeviceInfo", "ExecutorKind", "Session", "default_runs_root"]
 
@@ -76,14 +77,16 @@ class Session:
         return not warming.is_alive() and self.executor.wait_warm(max(0.0, left))
 
     def slots_said(self) -> str:
-        """Each slot's pre-launched targets and the warm-up's first ncu run in a phrase
-        ("slot 0: 1 ready, first ncu run 1.9 s", "slot cpu: off: NSIGHT_AGENT_TARGETS=0");
-        "" for an executor that keeps neither by slot."""
+        """Each slot's pre-launched targets and the warm-up's first ncu run and profile in a
+        phrase ("slot 0: 1 ready, first ncu run 1.9 s, first profile 3.1 s (pre-launched)",
+        "slot cpu: off: NSIGHT_AGENT_TARGETS=0"); "" for an executor that keeps neither."""
         said = []
         for slot in self.executor.pool_info().get("slots") or []:
             parts = [str(slot["targets"])] if slot.get("targets") else []
             if slot.get("first_ncu"):
                 parts.append(first_ncu.FirstRun(**slot["first_ncu"]).said())
+            if slot.get("first_profile"):
+                parts.append(first_profile.FirstProfile(**slot["first_profile"]).said())
             if parts:
                 said.append(f"slot {slot['device']}: {', '.join(parts)}")
         return "; ".join(said)
@@ -98,7 +101,7 @@ class Session:
 
 
 def warm_wait_s(value: str | None = None) -> float:
-    """``NSIGHT_AGENT_WARM_WAIT_S`` (default 15): the seconds a server waits for its warm-up
+    """``NSIGHT_AGENT_WARM_WAIT_S`` (default 25): the seconds a server waits for its warm-up
     before it answers; 0 answers at once and warms in the background."""
     text = (os.environ.get(WARM_WAIT_ENV, "") if value is None else value).strip()
     try:

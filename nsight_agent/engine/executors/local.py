@@ -24,13 +24,15 @@ import collections
 import dataclasses
 import logging
 import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nsight_agent.engine import pinning
-from nsight_agent.engine.executors import build_ahead
+from nsight_agent.engine.executors import build_ahead, first_profile
 from nsight_agent.engine.executors.base import Executor, JobFunction, JobHandle
 from nsight_agent.engine.executors.build_ahead import BuildsAhead
 from nsight_agent.engine.pinning import local_slots
@@ -92,6 +94,7 @@ class LocalExecutor(Executor):
         self._builds = builds if builds is not None else (BuildsAhead() if wanted else None)
         self._pools: dict[str, TargetPool] = {}
         self._first_runs: dict[str, first_ncu.FirstRun] = {}  # the warm-up's, by slot
+        self._first_profiles: dict[str, first_profile.FirstProfile] = {}  # likewise
         self._queue: collections.deque[_Queued] = collections.deque()
         self._cond = threading.Condition()
         self._slots: list[_Slot] = []
@@ -157,6 +160,8 @@ class LocalExecutor(Executor):
                     row["targets"] = self._pools[row["device"]].info()
                 if row["device"] in self._first_runs:  # the warm-up's first ncu run
                     row["first_ncu"] = dataclasses.asdict(self._first_runs[row["device"]])
+                if row["device"] in self._first_profiles:  # and its throwaway profile
+                    row["first_profile"] = dataclasses.asdict(self._first_profiles[row["device"]])
             return {
                 "executor": self.name,
                 "slots": slots,
@@ -175,7 +180,8 @@ class LocalExecutor(Executor):
     def warm_up(self) -> None:
         """Start what a first profile job would otherwise wait for: each GPU slot's pre-launched
         targets and its warm worker (the pre-flight), and runs ncu once on each GPU (the
-        machine's first run costs what no later one does: ``worker/first_ncu.py``), so a
+        machine's first run costs what no later one does: ``worker/first_ncu.py``); then one
+        throwaway profile per GPU slot through its own path (``first_profile.py``), so a
         server's first profile is served as its later ones are. Slots without a GPU keep
         nothing warm. The torch headers earlier builds asked for are precompiled
         (``build_ahead``)."""
@@ -197,6 +203,26 @@ class LocalExecutor(Executor):
             self._start_worker(slot)
         for thread in paying:
             thread.join(first_ncu.TIMEOUT_S + 5.0)
+        if self._targets_wanted:  # never with a stand-in job function (tests)
+            self.pay_first_profiles(gpu_slots)
+
+    def pay_first_profiles(self, slots: list[str]) -> None:
+        """One throwaway profile job for each of ``slots`` that has a target ready (else its
+        first profile goes cold and says why), queued as a user's job is; their run folders
+        are dropped."""
+        with tempfile.TemporaryDirectory(prefix="nsight-agent-first-profile-") as root:
+            handles: dict[str, JobHandle] = {}
+            for slot in slots:
+                pool = self._pools.get(slot)
+                if pool is not None and pool.wait_ready(first_profile.READY_S):
+                    handles[slot] = JobHandle(
+                        first_profile.job(Path(root)), on_cancel=self._drop_if_queued
+                    )
+                    self._queue_job(handles[slot], None)
+            for slot, handle in handles.items():
+                done = first_profile.outcome(handle)
+                with self._cond:
+                    self._first_profiles[slot] = done
 
     def _start_worker(self, slot: str) -> None:
         if self._workers is None:
