@@ -274,7 +274,7 @@ COMMANDS = [
         "stdin/stdout; with --transport streamable-http it listens on --host:--port (loopback "
         "unless a token is set; docs/SECURITY.md). Logs go to stderr. With a GPU and ncu it "
         "answers once its warm worker and first pre-launched ncu target are up (at most "
-        "NSIGHT_AGENT_WARM_WAIT_S seconds, default 15; 0 answers at once), so its first "
+        "NSIGHT_AGENT_WARM_WAIT_S seconds, default 25; 0 answers at once), so its first "
         "profile costs what its later ones do.",
     ),
     Command("demo", "a real MCP client session against `nsight-agent serve`"),
