@@ -273,9 +273,9 @@ COMMANDS = [
         "stdio (the default) the agent starts this command itself and talks to it over "
         "stdin/stdout; with --transport streamable-http it listens on --host:--port (loopback "
         "unless a token is set; docs/SECURITY.md). Logs go to stderr. With a GPU and ncu it "
-        "answers once its warm worker and first pre-launched ncu target are up (at most "
-        "NSIGHT_AGENT_WARM_WAIT_S seconds, default 25; 0 answers at once), so its first "
-        "profile costs what its later ones do.",
+        "answers once its warm worker and first pre-launched ncu target are up and one "
+        "throwaway profile ran through them (at most NSIGHT_AGENT_WARM_WAIT_S seconds, default "
+        "25; 0 answers at once), so that its first profile costs what its later ones do.",
     ),
     Command("demo", "a real MCP client session against `nsight-agent serve`"),
     Command(

@@ -1,8 +1,8 @@
 """A server's first profile, paid while it warms up: one throwaway profile job per GPU slot.
 
 The machine's first ncu run (``worker/first_ncu.py``: one empty kernel, no torch) pays part of
-what a machine's first profile costs. On a fresh H100 a server's first ``profile_kernel`` still
-spent ~1.3 s more than its later ones in its first profiled launch (the target's BEGIN marker
+what a machine's first profile costs. On a fresh machine a server's first ``profile_kernel``
+still spent longer than its later ones in its first profiled launch (the target's BEGIN marker
 to its first measured call), also with its target launched only after that ncu run; a second
 server on the same machine did not (``bench/probes/first_call.py``). What pays it is a whole
 profile, so the warm-up runs one: a one-kernel torch source, queued as a user's job is, through
