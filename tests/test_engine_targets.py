@@ -283,10 +283,9 @@ def test_the_warm_ups_throwaway_profile_takes_the_slots_path_and_keeps_no_run(
     """It is queued as a user's job is and collected through the slot's pre-launched target;
     the pool then launches the next one; the run folder is gone; the pool row says how it
     went. A slot whose targets are off is left to go cold."""
-    monkeypatch.setattr(first_profile, "request", sweep_request)  # what the stand-in answers
     roots: list[Path] = []
 
-    def job(root: Path) -> Job:
+    def job(root: Path) -> Job:  # the sweep: what the stand-in answers with
         roots.append(root)
         return Job(sweep_request(), root, "profile")
 

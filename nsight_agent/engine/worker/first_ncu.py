@@ -5,9 +5,9 @@ driver's set-up of a profile). A pre-launched target cannot pay that ahead (ncu 
 first CUDA call until a job attaches), so a server's first profile paid it. The warm-up
 therefore runs ncu once, per GPU slot, on a program of one empty kernel (the driver API
 through ctypes, no torch: ``cuda_early``), beside the warm worker's start. It pays part of
-that cost, not all of it: a server's first profile still spends longer than later ones in its
-first profiled launch (the prelaunch suite's target steps,
-docs/BENCHMARKS.md).
+that cost, not all of it: a server's first profile still spent longer than later ones in its
+first profiled launch (the prelaunch suite's target steps, docs/BENCHMARKS.md), which the
+warm-up's throwaway profile that follows is there to pay (``executors/first_profile.py``).
 
     first = first_ncu.pay("0")      # FirstRun(seconds=..., ok=True, why="")
 
