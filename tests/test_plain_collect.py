@@ -153,7 +153,9 @@ def test_on_a_gpu_a_triton_kernels_diagnosis_runs_on_the_target_as_a_cold_one_re
     assert load_run(str(cold.run_id), runs_root=tmp_path).facts.collection.startswith("cold")
     (w,), (c,) = warm.kernels, cold.kernels
     assert w.diagnosis.kernel == c.diagnosis.kernel == "add_kernel"
-    bounds = [k.diagnosis.headline.split(":")[0] for k in (w, c)]
+    # The bound and what decided it, not the headline: its percent of the roof moves by a
+    # point between two runs of the same kernel (91 % against 92 % on an H100).
+    bounds = [(k.diagnosis.bound.bound, k.diagnosis.bound.basis) for k in (w, c)]
     assert bounds[0] == bounds[1], (w.diagnosis.headline, c.diagnosis.headline)
     causes = [[x.id for x in k.diagnosis.causes][:1] for k in (w, c)]
     assert causes[0] == causes[1], (w.diagnosis.headline, c.diagnosis.headline)
