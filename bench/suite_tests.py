@@ -13,9 +13,11 @@ from bench.steps import PY, command, counted, pytest_step
 # The matrix's ncu rows and the output judgement run a full ncu profile and a timing run per
 # case: a suite of their own, so that each suite fits within one 600 s command.
 JUDGEMENT_TESTS = ("tests/test_conformance.py", "tests/test_output_judgement.py")
-GPU_TESTS_LIMITS = {"gpu": 420, "gpu_fault": 120}
+GPU_TESTS_LIMITS = {"gpu": 420, "gpu_fault": 150}
 # The fault tests run one at a time, the longest (a hanging kernel killed) about 31 s on an
 # H100 (bench/results/gpu-tests): the last of four starts within the limit less a bit more.
+# The four together took 81-106 s there; at a 120 s limit pytest's session timeout (85 s)
+# fell inside the last test once and failed a run whose four tests passed.
 FAULT_MARGIN_S = 35
 CONFORMANCE_LIMITS = {"conformance": 480}
 EXAMPLE_LIMIT_S = 120
