@@ -228,7 +228,13 @@ def repo_paths() -> Iterator[str]:
 
 @pytest.mark.parametrize("path", sorted(set(repo_paths())))
 def test_each_path_the_readme_names_exists(path: str) -> None:
-    assert (ROOT / path).exists(), path
+    """The file, and for a link into a Markdown section, a heading GitHub gives that anchor."""
+    file, _, anchor = path.partition("#")
+    assert (ROOT / file).exists(), path
+    if anchor:
+        headings = re.findall(r"^#+ (.+)$", (ROOT / file).read_text(), re.MULTILINE)
+        slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+        assert anchor in slugs, (path, sorted(slugs))
 
 
 # --- rendering -------------------------------------------------------------------------------
