@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,10 +51,12 @@ def meant(name: str, arguments: Sequence[str], missing: Sequence[str], options: 
     {"skill": ...}`` meant ``name``); None when nothing comes close."""
     knobs = [f"options.{k}" for k in sorted(OPTION_KNOBS)] if options else []
     close = difflib.get_close_matches(name, [*arguments, *knobs], n=1)
-    if not close:
-        close = difflib.get_close_matches(f"options.{name}", knobs, n=1)
+    if not close and options:  # the bare names: a shared "options." would make any name close
+        close = [f"options.{k}" for k in difflib.get_close_matches(name, sorted(OPTION_KNOBS), n=1)]
     if not close and len(name) >= 3:
-        close = [a for a in arguments if name.lower() in a or a in name.lower()][:1]
+        bare = [*arguments, *(k.removeprefix("options.") for k in knobs)]
+        close = [a for a in bare if name.lower() in a or a in name.lower()][:1]
+        close = [c if c in arguments else f"options.{c}" for c in close]
     if not close and len(missing) == 1:
         close = list(missing)
     return close[0] if close else None
@@ -91,17 +93,41 @@ def arguments_text(
         parts.append(_unknown(name, said, options))
     parts += [f"argument {n!r} is required" for n in missing if n not in taken]
     found: dict[str, str] = {}
-    for e in err.errors():
+    for e in _union_members_meant(err.errors()):
         if e["type"] in ("missing", "extra_forbidden") and len(e["loc"]) == 1:
             continue  # said above, from the arguments themselves
-        # a union's members (configs: a list or a grid) are one argument
         where = ".".join(str(p) for p in e["loc"] if isinstance(p, int) or "[" not in str(p))
         said = reworded(e)
+        if e["type"] == "extra_forbidden":
+            keys = _keys_of(model.model_fields[str(e["loc"][0])].annotation)
+            said += f" (an item of {e['loc'][0]} takes {', '.join(keys)})" if keys else ""
+        member = next((str(p) for p in e["loc"] if "[" in str(p)), "")
+        if len(e["loc"]) > 2 and member:  # inside the one member it was given as
+            said += f" ({e['loc'][0]} given as {'a list' if member.startswith('list') else 'an object'})"
         if where in found:
             said = f"{found[where]} or {said.removeprefix('must be ')}"
         found[where] = said
     parts += [f"argument {w!r} {said}" if w else said for w, said in found.items()]
     return "; ".join(parts) + f"\nHint: {signature(tool, model)}"
+
+
+def _keys_of(annotation: Any) -> list[str]:
+    """The keys of the model an argument's type holds (``list[VariantInput] | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return list(annotation.model_fields)
+    return next((k for a in get_args(annotation) if (k := _keys_of(a))), [])
+
+
+def _union_members_meant(errors: Sequence[Any]) -> list[Any]:
+    """pydantic's errors with, for an argument of several forms (configs: a list of configs
+    or a grid of lists), only the form the value was given in: the errors inside a member
+    (``configs.n``) say what is wrong, the others only that it is not that form."""
+    inside = {e["loc"][0] for e in errors if len(e["loc"]) > 2 and "[" in str(e["loc"][1])}
+    return [
+        e
+        for e in errors
+        if not (e["loc"][0] in inside and len(e["loc"]) == 2 and "[" in str(e["loc"][1]))
+    ]
 
 
 # pydantic's messages by error type, in a caller's words (the rest: its text, reworded).

@@ -154,7 +154,7 @@ def slow_precision(ctx: Context) -> Cause | None:
     fp64 = _point(ctx, "fp64")
     fp32 = _point(ctx, "fp32")
     total = ctx.rl.achieved_flop_per_s
-    dtypes = [d.lower() for d in ctx.input_dtypes or []]
+    dtypes = [d.strip().lower().removeprefix("torch.") for d in ctx.input_dtypes or []]
     if any(d in _DTYPES_64 for d in dtypes):
         return None  # a genuine fp64 workload
     if fp64 is None or fp64.achieved_flop_per_s is None or not total:

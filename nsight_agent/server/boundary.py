@@ -111,6 +111,10 @@ async def _wait_warm(session: sessions.Session, warming: threading.Thread, secon
 def report_path(ctx: Context, path: str) -> Path:
     """A report path the client may read: anywhere on stdio; over HTTP only under the runs
     folder and the folders allowed at start (the answer never says whether a path exists)."""
+    if not path.strip():
+        raise InvalidRequestError(
+            "The report path is empty.", "Give the path of a .ncu-rep file, or a run_id."
+        )
     folders = state(ctx).report_folders
     if folders is not None and not http.allowed(Path(path), folders):
         raise InvalidRequestError(

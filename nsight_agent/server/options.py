@@ -10,7 +10,7 @@ answer says all.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -135,9 +135,29 @@ def unused(o: Options, tool: str, reread: bool = False) -> list[Problem]:
     return problems
 
 
-def refuse_unused(o: Options, tool: str) -> None:
+def refuse_unused(
+    o: Options,
+    tool: str,
+    reading: str = "run_id",
+    arguments: Mapping[str, object] | None = None,
+    also: Sequence[Problem] = (),
+) -> None:
     """Raise ``RequestRejected`` when ``tool``, reading an earlier run or a report (nothing
-    to validate), was sent a knob it does not use."""
-    problems = unused(o, tool, reread=True)
+    to validate), was sent a knob it does not use, or one of the ``arguments`` that only a
+    new measurement uses (given: not None), such as a source beside ``reading``; ``also``:
+    the tool's other problems, said with these."""
+    problems = [*unused(o, tool, reread=True), *also]
+    for name, value in (arguments or {}).items():
+        if value is not None:
+            problems.append(
+                Problem(
+                    "option_tool",
+                    name,
+                    f"{tool} with {reading} reads what was measured then, so {name} would be "
+                    "ignored",
+                    hint=f"Drop {name}, or drop {reading}: each says on its own what to read "
+                    "or to measure.",
+                )
+            )
     if problems:
         raise RequestRejected(problems)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from nsight_agent.errors import InvalidRequestError
 from nsight_agent.request import RequestLanguage
@@ -67,6 +67,8 @@ def knobs(o: Options, tool: str, *apart: str) -> dict[str, Any]:
 # One implementation to compare. No docstring: pydantic would publish it as the model's
 # description, which ``variants``' own description already says.
 class VariantInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt key is refused, not dropped
+
     name: str = Field(description="Label in the results")
     entry: str = Field(default="run", description="Function in the source that runs it")
     source: str | None = Field(
@@ -134,8 +136,20 @@ async def compare_variants(
     with tool_errors():
         o = options_of(options)
         if run_id is not None:
-            refuse_unused(o, "compare_variants")
+            new_run: dict[str, object] = {"variants": variants, "configs": configs}
+            new_run["source"] = source
+            new_run |= {"language": language, "runs": runs if runs != 10 else None}
+            new_run |= {"method": method if method != "ncu" else None}
+            refuse_unused(o, "compare_variants", arguments=new_run)
             run = await load(ctx, run_id)
+            names = [v.name for v in run.request.effective_variants()]
+            if len(names) < 2:
+                raise InvalidRequestError(
+                    f"Run {run_id} measured one variant ({', '.join(names)}): it has nothing "
+                    "to compare.",
+                    f"get_run(run_id={run_id!r}) reads it; compare_variants with a run_id "
+                    "reads an earlier comparison.",
+                )
         else:
             if not variants or len(variants) < 2:
                 raise InvalidRequestError(
@@ -187,11 +201,13 @@ async def roofline_metrics(
     with tool_errors():
         run: RunResult | None = None
         o = options_of(options)
+        new_run = {"source": source, "configs": configs, "language": language}
+        new_run["entry"] = entry if entry != "run" else None
         if report_path is not None:
-            refuse_unused(o, "roofline_metrics")
+            refuse_unused(o, "roofline_metrics", "report_path", {"run_id": run_id, **new_run})
             report = boundary_report_path(ctx, report_path)
         elif run_id is not None:
-            refuse_unused(o, "roofline_metrics")
+            refuse_unused(o, "roofline_metrics", arguments=new_run)
             run = await load(ctx, run_id)
             report = report_of(run)
         else:
@@ -235,8 +251,15 @@ async def diagnose_kernel(
     with tool_errors():
         hints: dict[str, Any] = {"ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes}
         o = options_of(options)
-        if report_path is not None or run_id is not None:
-            refuse_unused(o, "diagnose_kernel")
+        new_run = {"source": source, "configs": configs, "language": language}
+        new_run["entry"] = entry if entry != "run" else None
+        bad_hints = diagnose.hint_problems(ideal_bytes, input_dtypes)
+        if report_path is not None:
+            refuse_unused(
+                o, "diagnose_kernel", "report_path", {"run_id": run_id, **new_run}, bad_hints
+            )
+        elif run_id is not None:
+            refuse_unused(o, "diagnose_kernel", arguments=new_run, also=bad_hints)
         if report_path is not None:
             report = boundary_report_path(ctx, report_path)
             d = await thread(
@@ -266,6 +289,7 @@ async def diagnose_kernel(
                     fields,
                     where,
                     deep=o.deep,
+                    offset=offset,
                     limit=limit,
                     time_step=True,
                     budget_s=o.budget_s,

@@ -13,7 +13,9 @@ GPU slots, a Ray pool) runs them all.
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +30,7 @@ from nsight_agent.errors import (
     InvalidRequestError,
     NsightAgentError,
     Problem,
+    RequestRejected,
     RunCancelledError,
     UnknownMetricError,
 )
@@ -153,6 +156,7 @@ def diagnose_source(
     where: Measuring,
     *,
     deep: bool = True,
+    offset: int = 0,
     limit: int = 3,
     ideal_bytes: float | None = None,
     input_dtypes: list[str] | None = None,
@@ -164,7 +168,8 @@ def diagnose_source(
     also: Sequence[Problem] = (),
 ) -> ReportDiagnosis:
     """Profile the source once with every section the checks read (one run per config) and
-    diagnose. ``deep=False``: the cheap sections only. Torch operator ranges are recorded
+    diagnose the ``limit`` kernels from ``offset`` (by time share) in full. ``deep=False``:
+    the cheap sections only. Torch operator ranges are recorded
     so a step's kernels group by operator. ``sample_launches`` (None: wherever one call is
     measured, one config and one variant): ncu profiles one launch per configuration.
     ``budget_s``: after the pre-flight counts the kernels, the sections (most needed first,
@@ -188,6 +193,7 @@ def diagnose_source(
         budget_s=budget_s,
         budget_keep=len(FIRST_PASS_SECTIONS) if budget_s is not None else 0,
     )
+    also = [*also, *hint_problems(ideal_bytes, input_dtypes, offset, limit)]
     first = validate({**fields, **collect}, "ncu", files=files, also=also).request
     sample = first.one_measured_call() if sample_launches is None else sample_launches
     if sample and not first.one_measured_call():
@@ -200,7 +206,7 @@ def diagnose_source(
     first = first.model_copy(update={"sample_launches": sample}) if sample else first
     require_torch(where)
     require_ncu(where, NO_NCU_COUNTERS.format(what="A diagnosis", tool="diagnose_kernel"))
-    hints: dict[str, Any] = {"limit": limit, "ideal_bytes": ideal_bytes}
+    hints: dict[str, Any] = {"offset": offset, "limit": limit, "ideal_bytes": ideal_bytes}
     hints |= {"input_dtypes": input_dtypes, "timing": None}
     run, first, refused = _one_run(first, where)
     if refused:
@@ -223,8 +229,68 @@ def diagnose_source(
     return d
 
 
+# The dtype names the precision check reads: torch's (``torch.`` optional) and the usual short
+# ones (fp16, bf16, tf32).
+_DTYPE = re.compile(
+    r"(torch\.)?((b?float|u?int|complex)\d+\w*|fp\d+\w*|bf16|tf32|double|half|float|bool"
+    r"|long|int|short|cfloat|cdouble)"
+)
+
+
+def hint_problems(
+    ideal_bytes: float | None,
+    input_dtypes: Sequence[str] | None,
+    offset: int = 0,
+    limit: int = 1,
+) -> list[Problem]:
+    """The diagnosis's hints and page checked, on every path and before anything runs: a
+    hint the checks cannot read would be ignored, so it is a problem of the request instead."""
+    out = []
+    if offset < 0 or limit < 1:
+        out.append(
+            Problem(
+                "field",
+                "offset" if offset < 0 else "limit",
+                f"must be {'>= 0' if offset < 0 else '>= 1'} (got {offset if offset < 0 else limit})",
+                hint="offset is the first kernel by time share (0: the longest); limit how "
+                "many are diagnosed in full.",
+            )
+        )
+    if ideal_bytes is not None and not (math.isfinite(ideal_bytes) and ideal_bytes > 0):
+        out.append(
+            Problem(
+                "field",
+                "ideal_bytes",
+                f"must be a positive number of bytes (got {ideal_bytes})",
+                hint="Give the fewest bytes one kernel must read and write (out = a + b on "
+                "n float32: 12 * n).",
+            )
+        )
+    for name in input_dtypes or []:
+        if not _DTYPE.fullmatch(str(name).strip().lower()):
+            out.append(
+                Problem(
+                    "field",
+                    "input_dtypes",
+                    f"{name!r} is not a dtype name",
+                    hint="Use torch's dtype names: 'bfloat16', 'float16', 'float32', "
+                    "'float64', 'float8_e4m3fn', 'int8'.",
+                )
+            )
+    return out
+
+
+def _hints_checked(options: Mapping[str, Any]) -> None:
+    hints = (options.get("ideal_bytes"), options.get("input_dtypes"))
+    page = {k: options[k] for k in ("offset", "limit") if options.get(k) is not None}
+    problems = hint_problems(*hints, **page)
+    if problems:
+        raise RequestRejected(problems)
+
+
 def diagnose_run(run_id: str, runs_root: Path | None = None, **options: Any) -> ReportDiagnosis:
     """The diagnosis of an earlier run's report, without profiling again."""
+    _hints_checked(options)
     judged = diagnosis.diagnose_run(load_run(run_id, runs_root=runs_root), **options)
     d = report_diagnosis(judged, f"diagnose_kernel(run_id={run_id!r}, offset={{offset}})")
     d.run_id = run_id
@@ -237,5 +303,6 @@ def diagnose_file(
     """The diagnosis of any .ncu-rep; ``launches``: a launch-sampled call's, from its
     pre-flight; ``options`` as ``judge.diagnosis.diagnose_report``'s (the page, hints on the
     kernels)."""
+    _hints_checked(options)
     read = read_report(path, launches)
     return report_diagnosis(diagnosis.diagnose_report(read, **options))

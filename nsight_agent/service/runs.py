@@ -12,7 +12,7 @@ from nsight_agent.arguments import fields_text
 from nsight_agent.engine import pipeline
 from nsight_agent.engine.pipeline import RunResult
 from nsight_agent.engine.store import retention, run_status, runs
-from nsight_agent.errors import NsightAgentError
+from nsight_agent.errors import InvalidRequestError, NsightAgentError
 from nsight_agent.judge.reading import report_of as report_of  # the run's .ncu-rep
 from nsight_agent.judge.run import param_names
 from nsight_agent.views.run_list import RunRow, run_row
@@ -103,6 +103,11 @@ def plot_run(run: RunResult, metric: str | None) -> Path:
     from nsight_agent.views.plot_options import select_metric
 
     frame = run.processed
+    if frame.empty:
+        raise InvalidRequestError(
+            f"Run {run.run_id} has no measurements to plot.",
+            f"get_run(run_id={run.run_id!r}) says why (its warnings and each variant's check).",
+        )
     chosen = select_metric(frame, metric) if metric else str(frame["Metric"].iloc[0])
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in chosen)
     target = run.run_dir / f"plot-{safe}.png"

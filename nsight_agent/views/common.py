@@ -41,6 +41,12 @@ def page(total: int, offset: int, limit: int, follow_up: str) -> Page:
             f"offset must be >= 0 and limit >= 1 (got offset={offset}, limit={limit}).",
             "Start at offset=0 with a positive limit.",
         )
+    if offset and offset >= total:  # past the end: an empty page would read as no data
+        last = f"offsets 0 to {total - 1}" if total else "only offset=0"
+        raise InvalidRequestError(
+            f"offset={offset} is past the end: the list has {total} item(s).",
+            f"Use {last}; {follow_up.format(offset=0, limit=limit)} starts at the first.",
+        )
     shown_end = min(total, offset + limit)
     note = None
     if shown_end < total or offset > 0:
