@@ -252,3 +252,59 @@ def test_forgetting_the_configs_is_a_usage_error_naming_them(
     err = capsys.readouterr().err
     assert "missing 1 required positional argument: 'n'" in err
     assert "--config n=1024" in err and "--grid" in err, err
+
+
+@pytest.mark.parametrize(
+    ("grid", "said"),
+    [
+        ('{"n": 64}', "grid entry 'n' must be a non-empty list of values"),
+        ('{"n": []}', "grid entry 'n' must be a non-empty list of values"),
+        ("{}", "configs is an empty grid"),
+        ("[]", "--grid gives no configuration"),
+    ],
+)
+def test_a_grid_the_request_would_refuse_is_refused_before_any_run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    grid: str,
+    said: str,
+) -> None:
+    """The command line expands a grid by the request's own rule (a scalar is not a list of
+    values, as over MCP and in the API), and an empty one is not a run of no parameters."""
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    source = tmp_path / "k.py"
+    source.write_text("import torch\n\ndef setup(n=8, device='cpu'):\n    return (n,)\n\n")
+    argv = ["profile", str(source), "--language", "torch", "--method", "timing"]
+    assert cli.main([*argv, "--grid", grid]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_diagnosing_a_report_refuses_the_flags_of_a_new_run_and_a_bad_page(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A report is read as it was measured: --config or --entry there would be ignored."""
+    report = str(H200_REPORT)
+    assert cli.main(["diagnose", report, "--config", "n=5", "--entry", "foo"]) == 2
+    err = capsys.readouterr().err
+    assert "--config, --entry: only a kernel source is profiled" in err, err
+    assert cli.main(["diagnose", report, "--limit", "0"]) == 2
+    assert "limit: must be >= 1 (got 0)" in capsys.readouterr().err
+
+
+def test_a_bad_page_or_hint_of_a_source_diagnosis_comes_before_ncu_is_looked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ncu here, whatever the machine has
+    source = tmp_path / "k.py"
+    source.write_text(
+        "import torch\n\ndef setup(n, device):\n    return (torch.ones(n, device=device),)\n\n"
+        "def run(x):\n    return x * 2\n"
+    )
+    argv = ["diagnose", str(source), "--language", "torch", "--config", "n=64"]
+    assert cli.main([*argv, "--offset", "-1", "--ideal-bytes", "-5"]) == 2
+    err = capsys.readouterr().err
+    assert "offset: must be >= 0 (got -1)" in err and "ideal_bytes: must be a positive" in err
+    assert "not found" not in err and "The request has 2 problems" in err, err

@@ -117,6 +117,17 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from nsight_agent.service.measure import Measuring
     from nsight_agent.views import text
 
+    if source is None:  # a report or a run is read as it is: a flag of a new run would be ignored
+        given = {"--config": args.config, "--grid": args.grid, "--language": args.language}
+        given |= {"--entry": args.entry != "run", "--timeout": args.timeout != 900}
+        given |= {"--no-deep": args.no_deep}
+        ignored = [flag for flag, value in given.items() if value]
+        if ignored:
+            raise InvalidRequestError(
+                f"{', '.join(ignored)}: only a kernel source is profiled; "
+                f"{'run ' + run_id if run_id else str(path)} is read as it was measured.",
+                f"Drop {', '.join(ignored)}, or give the kernel's source file to profile it anew.",
+            )
     options = {"ideal_bytes": args.ideal_bytes, "input_dtypes": args.input_dtype}
     if run_id:
         page = {"offset": args.offset, "limit": args.limit}
@@ -140,6 +151,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                 fields,
                 where,
                 deep=not args.no_deep,
+                offset=args.offset,
                 limit=args.limit,
                 files=source_files(args.file),
                 **options,

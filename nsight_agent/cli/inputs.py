@@ -3,13 +3,13 @@ as names, a FILE as kernel source text or a report, and the file each source cam
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nsight_agent.errors import InvalidRequestError
+from nsight_agent.request import expand_configs
 
 
 def _value(text: str) -> Any:
@@ -48,14 +48,22 @@ def parse_configs(
                 f"--grid is not valid JSON: {err}",
                 'Example: --grid \'{"M": [1024, 2048], "BLOCK": [64, 128]}\'',
             ) from err
-        if isinstance(data, dict):
-            keys = list(data)
-            values = [v if isinstance(v, list) else [v] for v in data.values()]
-            out += [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+        if isinstance(data, dict):  # expanded by the request's own rule, as on every path
+            try:
+                out += expand_configs(data)
+            except ValueError as err:
+                raise InvalidRequestError(
+                    f"--grid: {err}", 'Example: --grid \'{"M": [1024, 2048], "BLOCK": [64, 128]}\''
+                ) from err
         elif isinstance(data, list) and all(isinstance(d, dict) for d in data):
             out += data
         else:
             raise InvalidRequestError("--grid must be a JSON object of lists or a list of objects.")
+        if not out:
+            raise InvalidRequestError(
+                "--grid gives no configuration.",
+                "Give at least one: --grid '[{\"n\": 1024}]' or --config n=1024.",
+            )
     return out or [{}]
 
 
