@@ -177,7 +177,19 @@ BROKEN_SOURCES: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
         {},
         ("recorded only 0 of", "os._exit"),
     ),
-    ("sys.exit at import", "import sys\nsys.exit(3)\n" + GOOD, {}, ("SystemExit", "3")),
+    # at the stage it happened in, not blamed on the entry
+    (
+        "sys.exit at import",
+        "import sys\nsys.exit(3)\n" + GOOD,
+        {},
+        ("import failed", "SystemExit: 3"),
+    ),
+    (
+        "KeyboardInterrupt at import",
+        "raise KeyboardInterrupt\n" + GOOD,
+        {},
+        ("import failed (source line 1)", "KeyboardInterrupt"),
+    ),
     (
         "sys.exit in entry",
         GOOD.replace("return x * 2", "import sys\n    sys.exit(3)"),

@@ -51,12 +51,14 @@ def _is_user(filename: str) -> bool:
 
 @contextlib.contextmanager
 def stage(name: str, variant: str | None = None, config_index: int | None = None) -> Iterator[None]:
-    """Turn any exception raised inside into a SourceError of stage ``name``."""
+    """Turn any exception raised inside into a SourceError of stage ``name``: a source's
+    ``sys.exit()`` or ``raise KeyboardInterrupt`` too, which would otherwise end the program
+    as a failure of no stage."""
     try:
         yield
     except SourceError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         file, line = user_location(exc)
         message = f"{type(exc).__name__}: {exc}"
         raise SourceError(
