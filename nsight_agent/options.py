@@ -15,3 +15,5 @@ ClockControl = Literal["base", "none"]
 
 # The metric every timing answer is read from: ncu's kernel duration.
 TIME_METRIC = "gpu__time_duration.sum"
+# The shortest limit a run may be given, on every front end: ncu's own start and one call.
+MIN_TIMEOUT_S = 10

@@ -21,6 +21,7 @@ from pydantic import (
 
 import nsight_agent.kernelbench as kernelbench
 import nsight_agent.source_shape as source_shape
+from nsight_agent.options import MIN_TIMEOUT_S
 from nsight_agent.options import TIME_METRIC as TIME_METRIC
 from nsight_agent.options import CacheControl as CacheControl
 from nsight_agent.options import ClockControl as ClockControl
@@ -162,7 +163,7 @@ class ProfileRequest(BaseModel):
     replay_mode: ReplayMode = "kernel"
     cache_control: CacheControl = "all"
     clock_control: ClockControl = "none"
-    timeout_s: float = Field(600.0, gt=0, le=24 * 3600)
+    timeout_s: float = Field(600.0, ge=MIN_TIMEOUT_S, le=24 * 3600)
     rtol: float | None = Field(None, ge=0)
     atol: float | None = Field(None, ge=0)
     seed: int = 0

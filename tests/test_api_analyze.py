@@ -26,6 +26,7 @@ from nsight_agent.errors import (
     NcuError,
     NcuNotFoundError,
     ProfiledProcessError,
+    UnknownMetricError,
 )
 from nsight_agent.exceptions import ProfilerException
 from tests.test_engine_shipping import write_fake_ncu
@@ -560,3 +561,24 @@ def test_the_child_warms_ncu_up_under_kernel_replay_only(
         monkeypatch.setenv(cuda_early.ENV, set_by_user)
     got = analyze.early_cuda(replay)  # type: ignore[arg-type]
     assert got == ({} if child_gets is None else {cuda_early.ENV: child_gets})
+
+
+def test_a_misspelt_metric_is_said_before_ncu_is_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on the server and the command line: the certain problem first, not "ncu was not
+    found" on a machine without it."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("NSIGHT_AGENT_NCU", raising=False)
+
+    @analyze.kernel(configs=[(64,)], metrics=["dram__bytes_reed.sum"], verbosity="quiet")
+    def sweep(n: int) -> None: ...
+
+    with pytest.raises(UnknownMetricError, match=r"dram__bytes_read\.sum"):
+        sweep()
+
+
+@pytest.mark.parametrize("timeout", [-1, 0, 5])
+def test_a_timeout_below_every_front_ends_floor_is_refused_when_decorating(timeout: float) -> None:
+    with pytest.raises(InvalidRequestError, match="timeout must be >= 10 s"):
+        analyze.kernel(configs=[(64,)], timeout=timeout)(lambda n: None)

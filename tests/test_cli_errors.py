@@ -308,3 +308,17 @@ def test_a_bad_page_or_hint_of_a_source_diagnosis_comes_before_ncu_is_looked_for
     err = capsys.readouterr().err
     assert "offset: must be >= 0 (got -1)" in err and "ideal_bytes: must be a positive" in err
     assert "not found" not in err and "The request has 2 problems" in err, err
+
+
+def test_a_timeout_below_the_floor_is_refused_as_over_mcp(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    source = tmp_path / "k.py"
+    source.write_text(
+        "import torch\n\ndef setup(n, device):\n    return (n,)\n\ndef run(n):\n    pass\n"
+    )
+    argv = ["profile", str(source), "--language", "torch", "--method", "timing"]
+    assert cli.main([*argv, "--config", "n=8", "--timeout", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "timeout_s" in err and "greater than or equal to 10" in err, err

@@ -33,7 +33,13 @@ from nsight_agent.engine.worker import cuda_early, info, shipping
 from nsight_agent.engine.worker.child import ChildSpec
 from nsight_agent.errors import InvalidRequestError, UnknownMetricError
 from nsight_agent.experimental import info_collectors as collecting
-from nsight_agent.options import TIME_METRIC, CacheControl, ClockControl, ReplayMode
+from nsight_agent.options import (
+    MIN_TIMEOUT_S,
+    TIME_METRIC,
+    CacheControl,
+    ClockControl,
+    ReplayMode,
+)
 
 if TYPE_CHECKING:
     from nsight_agent.api.results import ProfileResults
@@ -73,6 +79,8 @@ class KernelSettings:
         check_choice("thermal_mode", self.thermal_mode, ThermalMode)
         if not isinstance(self.runs, int) or self.runs < 1:
             raise InvalidRequestError(f"runs must be a positive integer; got {self.runs!r}")
+        if not self.timeout >= MIN_TIMEOUT_S:
+            raise InvalidRequestError(f"timeout must be >= {MIN_TIMEOUT_S} s; got {self.timeout!r}")
         if self.combine_kernel_metrics is not None and not callable(self.combine_kernel_metrics):
             raise InvalidRequestError("combine_kernel_metrics must be a function of two values")
         if self.derive_metric is not None and not callable(self.derive_metric):
@@ -130,6 +138,12 @@ def profile(
 ) -> ProfileResults:
     """Run ``func`` over ``configs`` under ncu in one child process and read the report."""
     names = param_names(func)
+    from nsight_agent.catalog import metrics as catalog
+
+    try:  # a misspelt metric is said before ncu is looked for, as on every path
+        catalog.validate_metrics(list(s.metrics))
+    except UnknownMetricError as err:
+        raise compat.as_metrics_error(err) from err
     if s.derive_metric is not None:
         derived.check_derive_signature(s.derive_metric, len(s.metrics), len(names))
     prefix = s.output_prefix
@@ -200,8 +214,6 @@ def profile(
         if done != shown[0]:
             shown[0] = done
             say(f"  {done}/{total} calls")
-
-    from nsight_agent.catalog import metrics as catalog
 
     try:
         ncu.profile_cold(

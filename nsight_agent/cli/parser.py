@@ -50,7 +50,7 @@ CORRECTNESS = opt(
     "timing",
 )
 JSON = opt("--json", action="store_true", help="print the answer as JSON (for scripts)")
-TIMEOUT = opt("--timeout", type=int, default=600, help="seconds")
+TIMEOUT = opt("--timeout", type=float, default=600, help="seconds")
 CLOCKS = opt(
     "--clock-control",
     choices=["base", "none"],
@@ -126,7 +126,7 @@ COMMANDS = [
             GRID,
             LANGUAGE,
             opt("--entry", default="run", help="function that launches the kernel"),
-            opt("--timeout", type=int, default=900, help="seconds"),
+            opt("--timeout", type=float, default=900, help="seconds"),
             opt(
                 "--no-deep",
                 action="store_true",

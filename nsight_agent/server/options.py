@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 import nsight_agent.kernelbench as kernelbench
 from nsight_agent.arguments import TOOL_ARGUMENTS, problems_of
 from nsight_agent.errors import Problem, RequestRejected
+from nsight_agent.options import MIN_TIMEOUT_S
 from nsight_agent.request import (
     MIN_EFFECT_PCT,
     CacheControl,
@@ -40,7 +41,7 @@ class Options(BaseModel):
     replay_mode: ReplayMode | None = None
     cache_control: CacheControl = "all"
     clock_control: ClockControl = "none"
-    timeout_s: int | None = Field(default=None, ge=10, le=3600)
+    timeout_s: float | None = Field(default=None, ge=MIN_TIMEOUT_S, le=3600)
     ignore_kernels: list[str] | None = None
     combine_kernels: CombineKernels = "sum"
     rtol: float | None = None
