@@ -138,3 +138,17 @@ def detect_language(source: str, cuda_source: str | None = None) -> str | None:
     if cuda_source or defines_cuda_source(tree):
         return "cuda"
     return None
+
+
+def init_parameters(tree: ast.Module, cls: str) -> list[str]:
+    """The parameters ``cls.__init__`` (a module-level class) requires beyond ``self``: those
+    without a default, ``*args`` and ``**kwargs`` aside; [] where it has no ``__init__``."""
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for f in node.body:
+                if isinstance(f, ast.FunctionDef) and f.name == "__init__":
+                    positional = [*f.args.posonlyargs, *f.args.args][1:]
+                    required = positional[: len(positional) - len(f.args.defaults)]
+                    kw = [a for a, d in zip(f.args.kwonlyargs, f.args.kw_defaults) if d is None]
+                    return [a.arg for a in [*required, *kw]]
+    return []

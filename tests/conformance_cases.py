@@ -207,6 +207,8 @@ class ModelNew(nn.Module):
         return ext.relu(self.linear(x))
 '''
 KB_PROBLEM_ONLY = PROBLEM.replace("def get_inputs():", "def make_inputs():")
+# Model(features) with nothing to give it features: Model() alone would fail at its first call
+KB_NO_INIT_INPUTS = PROBLEM.replace("def get_init_inputs():", "def init_inputs():")
 
 ENV = Expect("environment", NCU_HERE)
 OK = "measured_ok"
@@ -368,6 +370,14 @@ CASES: list[Case] = [
         both(rejected("kernelbench_shape")),
         configs=None,
         language="kernelbench",
+    ),
+    Case(
+        "kb_no_init_inputs",
+        "profile",
+        KB_NO_INIT_INPUTS,
+        both(rejected("kernelbench_shape")),
+        configs=None,
+        language=None,
     ),
     Case(
         "cuda_without_its_source",

@@ -128,6 +128,32 @@ def test_what_a_module_binds_is_read_leniently(text: str, bound: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("init", "needs"),
+    [
+        ("def __init__(self, features):", ["features"]),
+        ("def __init__(self, a, b=2, *args, c, d=1, **kw):", ["a", "c"]),
+        ("def __init__(self, *args, **kwargs):", []),
+        ("def __init__(self, features=8):", []),
+        ("def forward(self, x):", []),  # no __init__ of its own
+    ],
+)
+def test_what_a_problems_model_needs_to_be_built(init: str, needs: list[str]) -> None:
+    text = f"class Model:\n    {init}\n        pass\n"
+    tree = source_shape.read(text)
+    assert not isinstance(tree, source_shape.Unparsable)
+    assert source_shape.init_parameters(tree, "Model") == needs
+
+
+def test_a_problem_without_init_inputs_is_valid_when_its_model_needs_none() -> None:
+    """KernelBench builds Model(*get_init_inputs()); with nothing to pass, Model() is built."""
+    no_init = PROBLEM.replace("def get_init_inputs():", "def init_inputs():")
+    free = no_init.replace("def __init__(self, features):", "def __init__(self, features=8):")
+    validate({"source": free, "language": "kernelbench"}, "timing")
+    with pytest.raises(RequestRejected, match=r"Model\.__init__ needs features"):
+        validate({"source": no_init, "language": "kernelbench"}, "timing")
+
+
+@pytest.mark.parametrize(
     ("text", "cuda", "language"),
     [
         (PROBLEM, None, "kernelbench"),

@@ -175,6 +175,17 @@ def _check_main(
         for name, what in ((model, f"class {model!r}"), ("get_inputs", "function 'get_inputs'")):
             what = f"{what} (a KernelBench problem defines it)"
             checks.require(tree, name, what, code="kernelbench_shape", hint=KERNELBENCH_HINT)
+        needs = shape.init_parameters(tree, model)
+        if needs and not shape.binds(tree, "get_init_inputs"):  # Model() alone would fail
+            checks.problems.append(
+                Problem(
+                    "kernelbench_shape",
+                    checks.where(None),
+                    f"defines no function 'get_init_inputs', and {model}.__init__ needs "
+                    f"{', '.join(needs)}",
+                    hint=KERNELBENCH_HINT,
+                )
+            )
         return
     setup = fields.get("setup") or "setup"
     if isinstance(setup, str):
