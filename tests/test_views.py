@@ -199,6 +199,20 @@ def test_sig_and_page_helpers() -> None:
         common.page(3, -1, 10, "f({offset})")
 
 
+def test_a_mean_pulled_by_slow_samples_is_said_for_its_variant(sweep: Any, tmp_path: Path) -> None:
+    """The verdicts read the mean: where a few slow calls pull it far above the median (one
+    4 ms call among 16 us ones on a busy CPU read an identical variant x2.2), the answer says so."""
+    run = sweep.run(tmp_path)
+    assert not run_warnings.pulled_by_outliers(run.processed)  # a GPU run's means are typical
+    frame = run.processed.copy()
+    first = frame.index[frame["Annotation"] == frame["Annotation"].iloc[0]][0]
+    frame.loc[first, "AvgValue"] = 2.2 * frame.loc[first, "MedianValue"]
+    said = run_warnings.pulled_by_outliers(frame)
+    name = frame.loc[first, "Annotation"]
+    assert len(said) == 1 and said[0].startswith(f"variant {name!r}: its mean is 2.2x its median")
+    assert said[0] in run_warnings.run_warnings(run, frame)
+
+
 def test_a_wrong_variant_is_one_warning_not_one_per_config(sweep: Any, tmp_path: Path) -> None:
     run = sweep.run(tmp_path)
     run.warnings = [

@@ -52,6 +52,7 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             f"{len(unstable)} of {len(frame)} measurements unstable (RSD >= {STABLE_RSD_PCT:g}%, "
             f"worst {sig(worst, 3)}%): {remedy}"
         )
+    out += pulled_by_outliers(frame)
     combined = sorted(
         {str(k) for k in frame.get("Kernel", pd.Series(dtype=str)) if " + " in str(k)}
     )
@@ -74,6 +75,30 @@ def run_warnings(run: RunLike, frame: pd.DataFrame) -> list[str]:
             "compare variants within one run."
         )
     return list(dict.fromkeys(out))
+
+
+# A mean this far above its median is pulled by a few slow samples, not the work's time.
+OUTLIER_PULL = 1.25
+
+
+def pulled_by_outliers(frame: pd.DataFrame) -> list[str]:
+    """A line per variant whose mean sits well above its median in some config: the speedups
+    and verdicts read the mean (nsight-python's AvgValue), so a few slow calls can hide a real
+    difference or make one up."""
+    if not len(frame) or "MedianValue" not in frame.columns:
+        return []
+    ratio = frame["AvgValue"] / frame["MedianValue"].where(frame["MedianValue"] > 0)
+    pulled = frame[ratio >= OUTLIER_PULL].assign(_ratio=ratio)
+    out = []
+    for name, rows in pulled.groupby("Annotation", sort=False):
+        worst = rows.loc[rows["_ratio"].idxmax()]
+        out.append(
+            f"variant {name!r}: its mean is {sig(worst['_ratio'], 3)}x its median in "
+            f"{len(rows)} measurement(s) ({worst['Metric']}): a few slow samples pull it, and "
+            "the speedups and verdicts read the mean; MedianValue is the typical call. Check "
+            "for other work on the machine and measure again."
+        )
+    return out
 
 
 # The timing path (method='timing', engine/worker/timing.py): how it decides how many runs to
