@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from bench import kernelbench_sweep as sweep
+from nsight_agent.options import MIN_TIMEOUT_S
 
 # A small KernelBench-style problem (the fixture the KernelBench tests use too).
 TINY = (Path(__file__).parent / "fixtures" / "kernelbench" / "problem_linear_relu.py").read_text()
@@ -164,15 +165,15 @@ def test_a_limit_cut_by_the_budget_is_named_in_the_cause(
 ) -> None:
     kb = tmp_path / "kb"
     (kb / "KernelBench" / "level2").mkdir(parents=True)
-    slow = TINY.replace("def get_inputs():\n", "def get_inputs():\n    time.sleep(20)\n")
+    slow = TINY.replace("def get_inputs():\n", "def get_inputs():\n    time.sleep(60)\n")
     (kb / "KernelBench" / "level2" / "1_Slow.py").write_text("import time\n" + slow)
-    monkeypatch.setattr(sweep, "MIN_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(sweep, "MIN_TIMEOUT_S", float(MIN_TIMEOUT_S))  # a request's floor
     out = tmp_path / "out"
-    argv = ["--kb", str(kb), "--out", str(out), "--phase", "timing", "--budget-s", "6"]
+    argv = ["--kb", str(kb), "--out", str(out), "--phase", "timing", "--budget-s", "20"]
     assert sweep.main([*argv, "--runs-root", str(tmp_path / "runs")]) == 0
     (row,) = read(out)["rows"]
     assert row["status"] == "failed" and row["cause"].startswith("budget-limited: "), row
-    assert row["seconds"] < 20  # not the 20 s sleep: the cut limit ended it
+    assert row["seconds"] < 40  # not the 60 s sleep: the cut limit (10 s) ended it
 
 
 def test_files_runs_only_the_named_problems_in_their_places(tmp_path: Path) -> None:
