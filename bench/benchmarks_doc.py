@@ -23,6 +23,7 @@ from bench.suites import RECORDED, SUITES
 DOC = ROOT / "docs" / "BENCHMARKS.md"
 TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "gpu-tests": checks.tests,
+    "gpu-faults": checks.tests,
     "conformance": checks.tests,
     "examples": checks.examples,
     "mcp-session": checks.mcp_session,

@@ -40,6 +40,7 @@ class Suite:
 
 SUITES: dict[str, Suite] = {
     "gpu-tests": Suite(suite_tests.gpu_tests, suite_tests.GPU_TESTS_LIMITS),
+    "gpu-faults": Suite(suite_tests.gpu_faults, suite_tests.GPU_FAULTS_LIMITS),
     "conformance": Suite(suite_tests.conformance, suite_tests.CONFORMANCE_LIMITS),
     "examples": Suite(suite_tests.examples, suite_tests.EXAMPLES_LIMITS),
     "mcp-session": Suite(suite_tests.mcp_session, suite_tests.MCP_SESSION_LIMITS),

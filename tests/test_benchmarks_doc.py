@@ -55,7 +55,7 @@ def test_the_newest_file_of_a_suite_is_the_one_read(tmp_path: Path) -> None:
     text = benchmarks_doc.build(tmp_path)
     assert f"bench/results/examples/{newer.name}" in text
     assert "2025-12-31" not in text
-    assert "No results yet: `gpu-tests`, `conformance`, `mcp-session`" in text
+    assert "No results yet: `gpu-tests`, `gpu-faults`, `conformance`, `mcp-session`" in text
     assert "NVIDIA H100 80GB HBM3, driver 580.1, ncu 2025.3.1.0; commit `abcdef1`" in text
 
 
