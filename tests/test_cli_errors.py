@@ -322,3 +322,18 @@ def test_a_timeout_below_the_floor_is_refused_as_over_mcp(
     assert cli.main([*argv, "--config", "n=8", "--timeout", "5"]) == 2
     err = capsys.readouterr().err
     assert "timeout_s" in err and "greater than or equal to 10" in err, err
+
+
+@pytest.mark.parametrize(
+    ("pairs", "config"),
+    [
+        (["n=64,m=32"], {"n": 64, "m": 32}),
+        (["s=a,b"], {"s": "a,b"}),  # a value with a comma, as {"s": "a,b"} over MCP
+        (["n=1,s=a,b,m=2"], {"n": 1, "s": "a,b", "m": 2}),
+        (["shape=[2,3]", "k=1"], {"shape": [2, 3], "k": 1}),  # the request says what is wrong
+    ],
+)
+def test_a_config_value_may_hold_a_comma(pairs: list[str], config: dict[str, Any]) -> None:
+    from nsight_agent.cli.inputs import parse_config
+
+    assert parse_config(pairs) == config

@@ -24,7 +24,13 @@ def parse_config(pairs: Sequence[str]) -> dict[str, Any]:
     """``["M=1024", "dtype=float16"]`` -> ``{"M": 1024, "dtype": "float16"}``."""
     out: dict[str, Any] = {}
     for pair in pairs:
-        for item in pair.split(","):
+        items: list[str] = []
+        for part in pair.split(","):  # M=1,N=2 is two pairs; s=a,b and shape=[2,3] are one
+            if items and "=" not in part:
+                items[-1] += "," + part
+            else:
+                items.append(part)
+        for item in items:
             key, sep, value = item.partition("=")
             if not sep or not key.strip() or key.strip().startswith("-"):
                 raise InvalidRequestError(
