@@ -45,6 +45,9 @@ def segfaults(x):
 def hangs(x):
     time.sleep(600)
     return x * 2
+
+def exits(x):
+    os._exit(0)
 """
 
 
@@ -71,6 +74,19 @@ def test_a_candidate_that_aborts_is_dropped_and_the_others_are_timed(tmp_path: P
     # the evidence stays in the run folder: the baseline alone, then the pair that broke
     assert (tmp_path / run.run_id / "alone-run-result.json").is_file()
     assert (tmp_path / run.run_id / "alone-aborts-result.json").is_file()
+
+
+def test_a_candidate_that_exits_quietly_is_dropped_and_no_other_variant_is_named(
+    tmp_path: Path,
+) -> None:
+    """os._exit(0) in a candidate's first call leaves the manifest with no measured call: the
+    exit is placed in its config, never guessed onto the baseline ("around variant 'run'")."""
+    with WorkerPool() as pool:
+        run = pipeline.time_request(_request("run", "exits"), pool, runs_root=tmp_path)
+    dropped = run.dropped["exits"]
+    assert dropped.verdict == "error" and "in config #0" in dropped.message, dropped
+    assert "'run'" not in dropped.message, dropped.message
+    assert set(run.processed["Annotation"]) == {"run"}
 
 
 @pytest.mark.usefixtures("stand_in_ncu")

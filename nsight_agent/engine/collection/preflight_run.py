@@ -156,11 +156,14 @@ def early_exit(
         return None
     per_config = len(left) * runs
     config, variant = got // per_config, left[(got % per_config) // runs]
+    # The manifest is written at each config's start and end: it places the exit within a
+    # config, and within a variant only where one variant is left.
+    known = variant if len(left) == 1 else None
     return SourceError(
         "entry",
         f"{said} recorded only {got} of {expected} measured calls: the process ended early "
-        f"(os._exit() in setup or the entry?) around variant {variant!r}, config #{config}",
-        variant=variant,
+        f"(os._exit() in setup, a first call or the entry?) in config #{config}",
+        variant=known,
         config_index=config,
     )
 
