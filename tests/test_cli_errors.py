@@ -239,15 +239,21 @@ def test_a_kernel_with_a_syntax_error_is_a_failure_not_a_usage_error(
     assert f"{broken}, line 2: syntax error: " in err and "nothing was run" in err, err
 
 
-def test_forgetting_the_configs_is_a_usage_error_naming_them(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
-    source = tmp_path / "k.py"
+def _torch_kernel(folder: Path) -> Path:
+    """A contract source of one torch kernel, as a user's file: setup(n, device) and run."""
+    source = folder / "k.py"
     source.write_text(
         "import torch\n\ndef setup(n, device):\n    return (torch.ones(n, device=device),)\n\n"
         "def run(x):\n    return x * 2\n"
     )
+    return source
+
+
+def test_forgetting_the_configs_is_a_usage_error_naming_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
+    source = _torch_kernel(tmp_path)
     assert cli.main(["profile", str(source), "--language", "torch", "--method", "timing"]) == 2
     err = capsys.readouterr().err
     assert "missing 1 required positional argument: 'n'" in err
@@ -298,11 +304,7 @@ def test_a_bad_page_or_hint_of_a_source_diagnosis_comes_before_ncu_is_looked_for
 ) -> None:
     monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no ncu here, whatever the machine has
-    source = tmp_path / "k.py"
-    source.write_text(
-        "import torch\n\ndef setup(n, device):\n    return (torch.ones(n, device=device),)\n\n"
-        "def run(x):\n    return x * 2\n"
-    )
+    source = _torch_kernel(tmp_path)
     argv = ["diagnose", str(source), "--language", "torch", "--config", "n=64"]
     assert cli.main([*argv, "--offset", "-1", "--ideal-bytes", "-5"]) == 2
     err = capsys.readouterr().err
@@ -314,10 +316,7 @@ def test_a_timeout_below_the_floor_is_refused_as_over_mcp(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NSIGHT_AGENT_RUNS", str(tmp_path / "runs"))
-    source = tmp_path / "k.py"
-    source.write_text(
-        "import torch\n\ndef setup(n, device):\n    return (n,)\n\ndef run(n):\n    pass\n"
-    )
+    source = _torch_kernel(tmp_path)
     argv = ["profile", str(source), "--language", "torch", "--method", "timing"]
     assert cli.main([*argv, "--config", "n=8", "--timeout", "5"]) == 2
     err = capsys.readouterr().err
