@@ -64,6 +64,16 @@ def knobs(o: Options, tool: str, *apart: str) -> dict[str, Any]:
     return o.fields(*sorted(USES[tool] - {"budget_s", *apart}))
 
 
+def new_run_arguments(
+    source: str | None, configs: Grid | None, language: str | None, entry: str
+) -> dict[str, object]:
+    """The arguments of a new measurement that were given (None: not given, the entry at its
+    default): refused beside a run_id or a report, which are read as they were measured."""
+    given: dict[str, object] = {"source": source, "configs": configs, "language": language}
+    given["entry"] = entry if entry != "run" else None
+    return given
+
+
 # One implementation to compare. No docstring: pydantic would publish it as the model's
 # description, which ``variants``' own description already says.
 class VariantInput(BaseModel):
@@ -136,9 +146,8 @@ async def compare_variants(
     with tool_errors():
         o = options_of(options)
         if run_id is not None:
-            new_run: dict[str, object] = {"variants": variants, "configs": configs}
-            new_run["source"] = source
-            new_run |= {"language": language, "runs": runs if runs != 10 else None}
+            new_run = new_run_arguments(source, configs, language, "run")  # no entry here
+            new_run |= {"variants": variants, "runs": runs if runs != 10 else None}
             new_run |= {"method": method if method != "ncu" else None}
             refuse_unused(o, "compare_variants", arguments=new_run)
             run = await load(ctx, run_id)
@@ -201,8 +210,7 @@ async def roofline_metrics(
     with tool_errors():
         run: RunResult | None = None
         o = options_of(options)
-        new_run = {"source": source, "configs": configs, "language": language}
-        new_run["entry"] = entry if entry != "run" else None
+        new_run = new_run_arguments(source, configs, language, entry)
         if report_path is not None:
             refuse_unused(o, "roofline_metrics", "report_path", {"run_id": run_id, **new_run})
             report = boundary_report_path(ctx, report_path)
@@ -251,8 +259,7 @@ async def diagnose_kernel(
     with tool_errors():
         hints: dict[str, Any] = {"ideal_bytes": ideal_bytes, "input_dtypes": input_dtypes}
         o = options_of(options)
-        new_run = {"source": source, "configs": configs, "language": language}
-        new_run["entry"] = entry if entry != "run" else None
+        new_run = new_run_arguments(source, configs, language, entry)
         bad_hints = diagnose.hint_problems(ideal_bytes, input_dtypes)
         if report_path is not None:
             refuse_unused(

@@ -246,16 +246,12 @@ def hint_problems(
     """The diagnosis's hints and page checked, on every path and before anything runs: a
     hint the checks cannot read would be ignored, so it is a problem of the request instead."""
     out = []
-    if offset < 0 or limit < 1:
-        out.append(
-            Problem(
-                "field",
-                "offset" if offset < 0 else "limit",
-                f"must be {'>= 0' if offset < 0 else '>= 1'} (got {offset if offset < 0 else limit})",
-                hint="offset is the first kernel by time share (0: the longest); limit how "
-                "many are diagnosed in full.",
-            )
-        )
+    page = "offset is the first kernel by time share (0: the longest); limit how many are "
+    page += "diagnosed in full."
+    if offset < 0:
+        out.append(Problem("field", "offset", f"must be >= 0 (got {offset})", hint=page))
+    if limit < 1:
+        out.append(Problem("field", "limit", f"must be >= 1 (got {limit})", hint=page))
     if ideal_bytes is not None and not (math.isfinite(ideal_bytes) and ideal_bytes > 0):
         out.append(
             Problem(
